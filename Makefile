@@ -1,0 +1,48 @@
+# `make demo` and `make test` set everything up on a fresh machine: the virtualenv, the package,
+# and (for the end-to-end tests) pinned agent CLIs from npm.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+AGENTS_DIR ?= .cache/agents
+AGENTS_STAMP := $(AGENTS_DIR)/.installed
+CLAUDE_CODE_VERSION ?= 2.1.332
+CODEX_VERSION ?= 0.171.0
+
+.PHONY: demo test lint typecheck unit agents bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# The real agent CLIs the end-to-end tests drive (against a scripted local model server).
+$(AGENTS_STAMP):
+	@if command -v npm >/dev/null 2>&1; then \
+		mkdir -p $(AGENTS_DIR) && \
+		npm install --silent --no-audit --no-fund --prefix $(AGENTS_DIR) \
+			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) && \
+		touch $(AGENTS_STAMP); \
+	else echo "npm not found: the end-to-end agent tests will be skipped"; fi
+
+agents: $(AGENTS_STAMP)
+
+demo: $(STAMP)
+	$(BIN)/loope demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy src
+
+test: $(STAMP) agents lint typecheck
+	LOOPE_AGENTS_DIR=$(abspath $(AGENTS_DIR)) $(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/overhead.py
+
+clean:
+	rm -rf $(VENV) $(AGENTS_DIR) .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from loope.cli.main import main
+
+main()

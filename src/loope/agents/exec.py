@@ -1,0 +1,162 @@
+"""``exec:<command>``: a user's own program as an agent (DESIGN.md, the ``exec:`` protocol).
+
+The command runs through the shell in the workspace with the prompt on stdin and the LOOPE_*
+variables set. A stdout line holding a JSON object whose ``type`` is ``usage``, ``action`` or
+``message`` is an event (usage lines add up); every other line is part of the final message.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar, cast
+
+from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.process import ProcessAgent, Session
+from loope.proc import ProcResult
+
+_ACTIONS = frozenset({"edit", "write", "read", "command", "search", "other"})
+# Words the shell resolves itself: a command starting with one needs no program on PATH.
+_SHELL_WORDS = frozenset(
+    {
+        "!",
+        ".",
+        ":",
+        "[",
+        "[[",
+        "{",
+        "(",
+        "alias",
+        "bg",
+        "break",
+        "case",
+        "cd",
+        "command",
+        "continue",
+        "echo",
+        "eval",
+        "exec",
+        "exit",
+        "export",
+        "false",
+        "fg",
+        "for",
+        "function",
+        "getopts",
+        "hash",
+        "if",
+        "kill",
+        "printf",
+        "pwd",
+        "read",
+        "readonly",
+        "return",
+        "set",
+        "shift",
+        "test",
+        "times",
+        "trap",
+        "true",
+        "type",
+        "ulimit",
+        "umask",
+        "unset",
+        "until",
+        "wait",
+        "while",
+    }
+)
+
+
+class ExecAgent(ProcessAgent):
+    name = "exec"
+    transcript_name = "transcript.log"
+    info: ClassVar[AdapterInfo] = AdapterInfo(
+        name="exec",
+        binary=None,
+        install="nothing to install: exec:<command> runs your own program",
+        read_only="not enforced: your command receives LOOPE_MODE=read and is trusted to honour it",
+        cost_source="reported through usage lines, else none",
+        summary="your own command; prompt on stdin, LOOPE_* variables, JSON event lines",
+    )
+
+    def __init__(self, command: str, *, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(None, options=options)
+        self.command = command
+
+    def argv(self, request: AgentRequest) -> list[str]:
+        return ["/bin/sh", "-c", self.command]
+
+    def preflight(self, workdir: Path) -> str | None:
+        """Why the command cannot run from ``workdir``, or None."""
+        try:
+            words = shlex.split(self.command)
+        except ValueError as exc:
+            return f"exec:{self.command}: cannot parse the command ({exc}); check its quotes"
+        if not words:
+            return "exec: needs a command, for example exec:./agent.sh"
+        program = words[0]
+        if program in _SHELL_WORDS or "=" in program or program[0] in "({$`":
+            return None
+        if "/" in program:
+            path = Path(program).expanduser()
+            if not path.is_absolute():
+                path = workdir / path
+            if path.exists():
+                return None
+        elif shutil.which(program):
+            return None
+        return (
+            f"exec:{self.command}: command not found: {program}; give a path that exists from the workdir"
+            " or a program on PATH"
+        )
+
+    def parse_line(self, line: str, session: Session) -> Iterable[AgentEvent]:
+        event = _event_from_json(line)
+        if event is None:
+            session.texts.append(line)
+            return ()
+        return (event,)
+
+    def judge(self, proc: ProcResult, session: Session) -> str | None:
+        if proc.exit_code == 127 and "not found" in proc.stderr_tail:
+            return f"exec: command not found: {self.command} ({proc.stderr_tail.strip().splitlines()[-1]})"
+        return super().judge(proc, session)
+
+
+def _event_from_json(line: str) -> AgentEvent | None:
+    text = line.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    kind = data.get("type")
+    if kind == "usage":
+        return AgentEvent.usage(
+            _int(data.get("input_tokens")), _int(data.get("output_tokens")), _float(data.get("cost_usd"))
+        )
+    if kind == "action":
+        action = str(data.get("action", "other"))
+        target = data.get("target")
+        return AgentEvent.act(
+            cast(Action, action if action in _ACTIONS else "other"),
+            str(target) if target is not None else None,
+        )
+    if kind == "message":
+        return AgentEvent.say(str(data.get("text", "")))
+    return None
+
+
+def _int(value: object) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

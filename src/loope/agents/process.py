@@ -1,0 +1,189 @@
+"""The shared machinery of adapters that drive an external program.
+
+A subclass says how to build the command line, how to read one line of its output, and how to
+judge the finished process; this class runs it, streams the transcript to the step directory and
+turns the parsed lines into live events.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
+from loope.agents.failure import explain
+from loope.proc import ProcResult, run_process
+
+_ENV_SAFE = re.compile(r"[^A-Z0-9]+")
+
+
+@dataclass
+class Session:
+    """What has been read from one agent's output so far."""
+
+    texts: list[str] = field(default_factory=list)
+    final: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_reported: bool = False
+    errors: list[str] = field(default_factory=list)
+    last_action: str | None = None
+    model: str | None = None
+
+    def add_usage(self, event: AgentEvent) -> None:
+        self.input_tokens += event.input_tokens or 0
+        self.output_tokens += event.output_tokens or 0
+        if event.cost_usd is not None:
+            self.cost_usd += event.cost_usd
+            self.cost_reported = True
+
+    @property
+    def message(self) -> str:
+        return self.final if self.final is not None else "\n".join(self.texts).strip()
+
+
+class ProcessAgent:
+    """Base for adapters that run a program once per step."""
+
+    name: ClassVar[str]
+    info: ClassVar[AdapterInfo]
+    prompt_on_stdin: ClassVar[bool] = True
+    transcript_name: ClassVar[str] = "transcript.jsonl"
+    home_env: ClassVar[tuple[str, ...]] = ()
+    """Variables that point the CLI at a private config dir under ``--isolate-home``."""
+
+    def __init__(self, model: str | None = None, *, options: Mapping[str, Any] | None = None) -> None:
+        self.model = model
+        self.options: Mapping[str, Any] = options or {}
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+    # -- what a subclass provides -------------------------------------------------------------
+
+    def argv(self, request: AgentRequest) -> list[str]:
+        raise NotImplementedError
+
+    def parse_line(self, line: str, session: Session) -> Iterable[AgentEvent]:
+        """Events in one line of output; plain text is part of the final message by default."""
+        session.texts.append(line)
+        return ()
+
+    def judge(self, proc: ProcResult, session: Session) -> str | None:
+        """Why the step failed, or None. Subclasses add the failures their CLI hides behind exit 0."""
+        if proc.exit_code == 0:
+            return session.errors[-1] if session.errors else None
+        detail = session.errors[-1] if session.errors else _last_line(proc.stderr_tail or proc.stdout_tail)
+        reason = f"{self.label} exited with {proc.describe()}"
+        return f"{reason}: {detail}" if detail else reason
+
+    # -- shared machinery -----------------------------------------------------------------------
+
+    @classmethod
+    def binary_env_var(cls) -> str:
+        return f"LOOPE_{_ENV_SAFE.sub('_', cls.name.upper())}_BIN"
+
+    def binary(self) -> str:
+        """The program to run: loope.toml's ``bin``, else ``LOOPE_<NAME>_BIN``, else the default."""
+        configured = self.options.get("bin") or os.environ.get(self.binary_env_var())
+        return str(configured or self.info.binary)
+
+    def extra_args(self) -> list[str]:
+        return [str(a) for a in self.options.get("args", [])]
+
+    def environment(self, request: AgentRequest) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(request.protocol_env())
+        env.update(request.env)
+        if request.isolate_home:
+            home = request.step_dir / "home"
+            home.mkdir(parents=True, exist_ok=True)
+            for var in self.home_env:
+                env[var] = str(home)
+        return env
+
+    def run(self, request: AgentRequest) -> AgentResult:
+        argv = self.argv(request)
+        missing = self._missing_binary(argv[0])
+        if missing:
+            return AgentResult(ok=False, message="", error=missing)
+        session = Session(model=self.model)
+
+        def on_line(line: str) -> None:
+            if not line.strip():
+                return
+            for event in self.parse_line(line, session):
+                if event.kind == "usage":
+                    session.add_usage(event)
+                elif event.kind == "action":
+                    session.last_action = event.describe()
+                request.on_event(event)
+
+        proc = run_process(
+            argv,
+            cwd=request.workspace,
+            env=self.environment(request),
+            stdin=request.prompt if self.prompt_on_stdin else None,
+            timeout=request.timeout_s,
+            stdout_path=request.step_dir / self.transcript_name,
+            stderr_path=request.step_dir / "stderr.log",
+            on_stdout_line=on_line,
+            cancel=request.cancel,
+        )
+        return self._result(proc, session, request)
+
+    def _missing_binary(self, program: str) -> str | None:
+        if os.sep in program or shutil.which(program):
+            return None
+        return f"{self.name} is not installed ({program} not found on PATH); install it with: {self.info.install}"
+
+    def _result(self, proc: ProcResult, session: Session, request: AgentRequest) -> AgentResult:
+        if proc.start_error:
+            error: str | None = f"{self.label}: {proc.start_error}; install it with: {self.info.install}"
+        elif proc.timed_out:
+            error = f"timed out after {request.timeout_s:g}s"
+            if session.last_action:
+                error += f" (last action: {session.last_action})"
+        elif proc.cancelled:
+            error = "stopped"
+        else:
+            error = self.judge(proc, session)
+            if error:
+                error = explain(error, proc.stderr_tail)
+        cost, estimated = self.cost(session)
+        return AgentResult(
+            ok=error is None,
+            message=session.message,
+            error=error,
+            exit_code=proc.exit_code,
+            timed_out=proc.timed_out,
+            cancelled=proc.cancelled,
+            input_tokens=session.input_tokens,
+            output_tokens=session.output_tokens,
+            cost_usd=cost,
+            cost_estimated=estimated,
+            last_action=session.last_action,
+            model=session.model,
+        )
+
+    def cost(self, session: Session) -> tuple[float, bool]:
+        """USD the step cost, and whether it is an estimate rather than the CLI's own figure."""
+        if session.cost_reported:
+            return session.cost_usd, False
+        from loope.agents.pricing import estimate
+
+        estimated = estimate(session.model or self.model, session.input_tokens, session.output_tokens, self.options)
+        if estimated is None:
+            return 0.0, False
+        return estimated, True
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""

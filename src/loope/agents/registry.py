@@ -1,0 +1,73 @@
+"""Adapters by name. Built-in adapters load lazily, so startup pays only for the ones a run uses."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from loope.agents.base import AdapterInfo, Agent
+from loope.errors import LoopeError
+
+_ADAPTERS: dict[str, str] = {
+    "stub": "loope.agents.stub:StubAgent",
+}
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """A parsed agent spec: ``claude``, ``claude:opus``, or ``exec:<command>``."""
+
+    name: str
+    model: str | None = None
+    command: str | None = None
+
+    def __str__(self) -> str:
+        if self.command is not None:
+            return f"exec:{self.command}"
+        return f"{self.name}:{self.model}" if self.model else self.name
+
+
+def known() -> list[str]:
+    """Every adapter name, ``exec`` included."""
+    return sorted([*_ADAPTERS, "exec"])
+
+
+def parse(spec: str) -> AgentSpec:
+    """Parse and check an agent spec; an unknown name's error lists the known ones."""
+    text = spec.strip()
+    if text.startswith("exec:"):
+        command = text[len("exec:") :].strip()
+        if not command:
+            raise LoopeError("exec: needs a command, for example --implementer 'exec:./agent.sh'")
+        return AgentSpec("exec", command=command)
+    name, _, model = text.partition(":")
+    name = name.strip().lower()
+    if name not in _ADAPTERS:
+        raise LoopeError(f"unknown agent {spec!r}; known agents: {', '.join(known())} (or exec:<command> for your own)")
+    return AgentSpec(name, model.strip() or None)
+
+
+def adapter_class(name: str) -> Any:
+    if name == "exec":
+        from loope.agents.exec import ExecAgent
+
+        return ExecAgent
+    module, _, cls = _ADAPTERS[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def info(name: str) -> AdapterInfo:
+    info_: AdapterInfo = adapter_class(name).info
+    return info_
+
+
+def create(spec: AgentSpec, options: Mapping[str, Any] | None = None) -> Agent:
+    """An agent instance for ``spec``; ``options`` are its loope.toml settings (args, bin, prices)."""
+    cls = adapter_class(spec.name)
+    if spec.command is not None:
+        agent: Agent = cls(spec.command, options=options)
+    else:
+        agent = cls(spec.model, options=options)
+    return agent

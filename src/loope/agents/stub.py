@@ -1,0 +1,65 @@
+"""The hermetic stub behind ``--dry-run``: no binaries, no network, converges in one iteration."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
+from loope.records.atomic import write_text
+
+STUB_FILE = "loope-dry-run.md"
+
+
+class StubAgent:
+    name = "stub"
+    info: ClassVar[AdapterInfo] = AdapterInfo(
+        name="stub",
+        binary=None,
+        install="built in",
+        read_only="enforced: it only writes in write roles",
+        cost_source="none (always $0)",
+        summary="scripted stand-in used by --dry-run",
+    )
+
+    def __init__(self, model: str | None = None, *, options: Mapping[str, Any] | None = None) -> None:
+        self.model = model
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+    def run(self, request: AgentRequest) -> AgentResult:
+        emit = request.on_event
+        goal = _goal_line(request.prompt)
+        if request.role == "designer":
+            message = (
+                "# Design contract (dry run)\n\n## Goal\n"
+                f"{goal}\n\n## Acceptance criteria\n- `{STUB_FILE}` exists and names the goal.\n"
+            )
+        elif request.role == "implementer":
+            emit(AgentEvent.act("write", STUB_FILE))
+            write_text(
+                request.workspace / STUB_FILE,
+                f"# Dry run\n\nIteration {request.iteration} of run {request.run_id}.\n\nGoal: {goal}\n",
+            )
+            message = f"Wrote {STUB_FILE} (dry run: no agent was called)."
+        elif request.role == "critic":
+            message = "Assessment: the dry run is on track.\nSuggestion: replace --dry-run with real agents."
+        else:
+            emit(AgentEvent.act("read", STUB_FILE))
+            message = "The dry-run change is in place.\nVERDICT: PASS"
+        emit(AgentEvent.say(message.splitlines()[0]))
+        emit(AgentEvent.usage(0, 0, 0.0))
+        return AgentResult(ok=True, message=message)
+
+
+def _goal_line(prompt: str) -> str:
+    """The goal from a loope prompt: the first non-empty line under its '# Goal' heading."""
+    lines = prompt.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().lower() == "# goal":
+            for rest in lines[i + 1 :]:
+                if rest.strip():
+                    return rest.strip()
+    return "the goal"

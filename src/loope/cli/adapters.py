@@ -1,0 +1,56 @@
+"""``loope adapters`` and ``loope doctor``: which agents are here, and what to fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from loope.cli.options import project_dir, workdir_option
+
+
+@click.command()
+@click.option("--json", "json_", is_flag=True, help="One JSON array.")
+def adapters(json_: bool) -> int:
+    """List every adapter: installed or not, version, read-only enforcement, cost source."""
+    from loope.agents.inspect import survey
+
+    rows = survey()
+    if json_:
+        click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+        return 0
+    for r in rows:
+        state = f"installed {r.version or ''}".strip() if r.installed else "not installed"
+        click.echo(f"{r.name:<9} {state}")
+        if r.binary:
+            click.echo(f"          binary:    {r.binary}")
+        click.echo(f"          read-only: {r.read_only}")
+        click.echo(f"          cost:      {r.cost_source}")
+        if not r.installed:
+            click.echo(f"          install:   {r.install}")
+    return 0
+
+
+@click.command()
+@workdir_option
+@click.option("--json", "json_", is_flag=True, help="One JSON object.")
+def doctor(workdir: Path | None, json_: bool) -> int:
+    """Check the agents this project is configured to use, and say what to fix."""
+    from loope.agents.inspect import diagnose
+    from loope.errors import EXIT_FAILED
+    from loope.spec import build_spec
+
+    root = project_dir(workdir)
+    spec = build_spec({"goal": "doctor"}, root)
+    names = [spec.implementer, *spec.reviewers, spec.designer, spec.verifier, spec.critic]
+    checks = diagnose([n for n in dict.fromkeys(names) if n])
+    if json_:
+        click.echo(json.dumps([c.to_dict() for c in checks], indent=2))
+    else:
+        for c in checks:
+            mark = "ok " if c.ok else "FIX"
+            click.echo(f"{mark} {c.agent}: {c.summary}")
+            for fix in c.fixes:
+                click.echo(f"      → {fix}")
+    return 0 if all(c.ok for c in checks) else EXIT_FAILED

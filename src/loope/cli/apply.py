@@ -1,0 +1,64 @@
+"""``loope apply RUN``: land a run's changes in its workdir, or in another checkout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from loope.cli.options import project_dir
+
+
+@click.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option(
+    "--workdir",
+    type=click.Path(path_type=Path),
+    help="Apply into this directory. [default: the run's workdir]",
+)
+@click.option("--delete", is_flag=True, help="Also delete the files the run deleted.")
+@click.option("--force", is_flag=True, help="Overwrite files changed since the run started.")
+@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+def apply(run_ref: str, workdir: Path | None, delete: bool, force: bool, dry_run: bool) -> int:
+    """Land RUN's changes: added and changed files, deletions only with --delete."""
+    from loope.errors import EXIT_FAILED, LoopeError
+    from loope.records.model import RunRecord
+    from loope.records.rundir import find_run
+    from loope.workspace import apply as landing
+    from loope.workspace.git import Git
+
+    if workdir is None:
+        rundir = find_run(Path.cwd(), run_ref)
+    else:
+        try:
+            rundir = find_run(Path.cwd(), run_ref)
+        except LoopeError:
+            rundir = find_run(project_dir(workdir), run_ref)
+    record = RunRecord.from_dict(rundir.read_json("run.json"))
+    target = project_dir(workdir or record.workdir)
+    if record.status == "running":
+        raise LoopeError(f"run {record.run_id} is still running; wait for it or `loope stop {record.run_id}`")
+    ws = record.workspace
+    git = Git(Path(ws.path), Path(ws.git_dir)) if ws.mode == "in-place" and ws.git_dir else Git(Path(ws.path))
+    if ws.mode == "worktree" and not Path(ws.path).exists():
+        git = Git(Path(record.workdir))
+    planned = landing.plan(git, ws.base, ws.head, target, delete=delete, force=force)
+    if not planned:
+        click.echo(f"run {record.run_id} changed no files; nothing to apply")
+        return 0
+    conflicts = [p for p in planned if p.conflict]
+    for item in planned:
+        click.echo(item.line())
+    if conflicts:
+        raise LoopeError(
+            f"{len(conflicts)} file(s) in {target} changed since the run started ({conflicts[0].path} first);"
+            " nothing was applied; pass --force to overwrite them",
+            exit_code=EXIT_FAILED,
+        )
+    if dry_run:
+        click.echo("dry run: nothing was written")
+        return 0
+    landing.apply(git, target, planned)
+    written = sum(1 for p in planned if p.action in ("add", "update", "delete"))
+    click.echo(f"applied {written} file(s) from {record.run_id} to {target}")
+    return 0

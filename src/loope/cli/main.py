@@ -1,0 +1,88 @@
+"""The ``loope`` command. Subcommands load lazily: ``loope --version`` imports click and nothing else."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import click
+
+from loope import __version__
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("loope.cli.run:run", "Run a loop: implement, verify, review, repeat."),
+    "runs": ("loope.cli.runs:runs", "List runs: id, status, iterations, cost, age."),
+    "status": ("loope.cli.control:status", "Show one run, or every running one."),
+    "show": ("loope.cli.show:show", "Show a run's report, diff or run.json."),
+    "apply": ("loope.cli.apply:apply", "Land a run's changes in the workdir (or another checkout)."),
+    "stop": ("loope.cli.control:stop", "Ask a run to stop before its next step."),
+    "resume": ("loope.cli.control:resume", "Continue a run whose runner died."),
+    "init": ("loope.cli.init:init", "Set up loope.toml and a program for verified loops."),
+    "verify": ("loope.cli.verify:verify", "Run the configured gate (and metric) once."),
+    "adapters": ("loope.cli.adapters:adapters", "List agent adapters: installed, version, safety, cost."),
+    "doctor": ("loope.cli.adapters:doctor", "Check the configured agents and say what to fix."),
+    "lessons": ("loope.cli.control:lessons", "List lessons remembered from earlier runs."),
+    "mcp": ("loope.cli.mcp:mcp", "Serve loope as an MCP tool over stdio."),
+    "demo": ("loope.cli.demo:demo", "Run a real loop on a bundled example, offline."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module, _, attr = entry[0].partition(":")
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, help_) for name, (_, help_) in COMMANDS.items()])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="loope", message="%(prog)s %(version)s")
+def cli() -> None:
+    """loope runs AI coding agents in loops until a verifier you trust agrees the goal is met."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: one clear line for any error, a documented exit code, traceback only with LOOPE_DEBUG=1."""
+    sys.exit(run_cli(argv))
+
+
+def run_cli(argv: list[str] | None = None) -> int:
+    from loope.errors import EXIT_INTERRUPTED, EXIT_USAGE, LoopeError
+
+    try:
+        result: Any = cli.main(args=argv, prog_name="loope", standalone_mode=False)
+    except click.exceptions.Exit as done:
+        return int(done.exit_code)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else "loope"
+        _fail(f"{exc.format_message()} (see `{where} --help`)")
+        return EXIT_USAGE
+    except click.ClickException as exc:
+        _fail(exc.format_message())
+        return exc.exit_code
+    except click.Abort:
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except LoopeError as exc:
+        if os.environ.get("LOOPE_DEBUG"):
+            raise
+        _fail(exc.message)
+        return exc.exit_code
+    return int(result or 0)
+
+
+def _fail(message: str) -> None:
+    text = " ".join(message.split())
+    click.echo(f"loope: error: {text}", err=True)

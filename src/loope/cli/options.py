@@ -1,0 +1,66 @@
+"""Options and output choices shared by commands."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+F = Callable[..., Any]
+
+
+def output_options(func: F) -> F:
+    """--json, --plain, --quiet and --color."""
+    func = click.option(
+        "--color",
+        type=click.Choice(["auto", "always", "never"]),
+        default="auto",
+        help="Colour and live updates.",
+    )(func)
+    func = click.option("--quiet", "-q", is_flag=True, help="Only the final summary.")(func)
+    func = click.option("--plain", is_flag=True, help="Plain lines, no colour or live updates.")(func)
+    func = click.option("--json", "json_", is_flag=True, help="Events as JSON lines on stdout.")(func)
+    return func
+
+
+def views(json_: bool = False, plain: bool = False, quiet: bool = False, color: str = "auto") -> list[Any]:
+    """The observers that show a run: JSON lines, plain lines, or the live view on a terminal."""
+    if json_:
+        from loope.ui.plain import JsonLines
+
+        return [JsonLines()]
+    fancy = color == "always" or (
+        color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    )
+    if plain or quiet or not fancy:
+        from loope.ui.plain import PlainView
+
+        return [PlainView(quiet=quiet)]
+    from rich.console import Console
+
+    from loope.ui.live import LiveView
+
+    return [LiveView(Console(force_terminal=True) if color == "always" else None)]
+
+
+def workdir_option(func: F) -> F:
+    from pathlib import Path
+
+    return click.option(
+        "--workdir", type=click.Path(path_type=Path), default=None, help="The project directory. [default: .]"
+    )(func)
+
+
+def project_dir(workdir: Any) -> Any:
+    """The project directory: --workdir, else the current one; an error when it does not exist."""
+    from pathlib import Path
+
+    from loope.errors import LoopeError
+
+    path = Path(workdir or Path.cwd()).expanduser()
+    if not path.is_dir():
+        raise LoopeError(f"workdir {path} does not exist or is not a directory; pass an existing --workdir")
+    return path.resolve()

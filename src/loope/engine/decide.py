@@ -1,0 +1,139 @@
+"""Pure decisions: has the loop converged, stalled, or run out of iterations; keep or revert a score."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Literal
+
+StopReason = Literal[
+    "converged", "max_iters", "budget_exceeded", "stalled", "step_failed", "timed_out", "stopped", "failed"
+]
+Direction = Literal["lower", "higher"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one iteration produced, as far as deciding goes."""
+
+    iteration: int
+    max_iters: int
+    changed: bool
+    """The implementer left an effective change (after the guard undid violations)."""
+    gate_passed: bool | None
+    """None when no gate is configured (or it was skipped)."""
+    failures: tuple[str, ...] = ()
+    """The gate's failing checks, as comparable strings."""
+    has_reviewers: bool = False
+    blockers: int = 0
+    """Reviewers and agent verifiers that returned BLOCK."""
+    state_status: str | None = None
+    """The state file's ``status`` (in-progress, done, blocked)."""
+    success_passed: bool | None = None
+    """The success command's verdict, None when there is none."""
+    fresh_feedback: bool = False
+    """The feedback for the next iteration differs from what this iteration was given."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    stop: StopReason | None
+    converged: bool
+    streak: int
+    """Iterations in a row without progress, this one included."""
+    why: str
+
+
+def converged(o: Outcome) -> bool:
+    """The gate passes, nobody blocks, the agent is not blocked; with no check at all, the agent's ``done``."""
+    if o.gate_passed is False or o.blockers or o.success_passed is False or o.state_status == "blocked":
+        return False
+    has_check = o.gate_passed is not None or o.has_reviewers or o.success_passed is not None
+    return has_check or o.state_status == "done"
+
+
+def without_progress(o: Outcome, previous_failures: tuple[str, ...] | None) -> bool:
+    """No effective change, or exactly the same failures as the iteration before."""
+    same_failures = o.gate_passed is False and bool(o.failures) and o.failures == previous_failures
+    return not o.changed or same_failures
+
+
+def decide(o: Outcome, *, previous_failures: tuple[str, ...] | None, streak: int, stall_after: int) -> Decision:
+    """Stop (and why) or go on, after iteration ``o.iteration``."""
+    if converged(o):
+        return Decision("converged", True, 0, "every check passed")
+    streak = streak + 1 if without_progress(o, previous_failures) else 0
+    # A single idle iteration that still produced new feedback gets its chance to act on it.
+    if streak >= stall_after and not (streak == 1 and o.fresh_feedback):
+        why = "no effective change" if not o.changed else "the same failures again"
+        return Decision("stalled", False, streak, f"{streak} iteration(s) without progress ({why})")
+    if o.iteration >= o.max_iters:
+        return Decision("max_iters", False, streak, f"reached --max-iters {o.max_iters}")
+    return Decision(None, False, streak, "not converged yet")
+
+
+# -- metric mode --------------------------------------------------------------------------------
+
+
+def median(scores: list[float]) -> float:
+    return float(statistics.median(scores))
+
+
+def improves(
+    score: float, best: float | None, direction: Direction, min_improvement: tuple[float, bool] = (0.0, False)
+) -> bool:
+    """Whether ``score`` beats ``best`` by more than the minimum (absolute, or relative to ``best``)."""
+    if best is None:
+        return True
+    amount, relative = min_improvement
+    needed = abs(best) * amount if relative else amount
+    gain = best - score if direction == "lower" else score - best
+    return gain > needed or (needed == 0 and gain > 0)
+
+
+def reached(score: float | None, target: float | None, direction: Direction) -> bool:
+    if score is None or target is None:
+        return False
+    return score <= target if direction == "lower" else score >= target
+
+
+@dataclass(frozen=True)
+class MetricDecision:
+    keep: bool
+    """Keep the attempt (it improved on the best, or set the first baseline)."""
+    best: float | None
+    stop: StopReason | None
+    idle: int
+    """Scored attempts in a row without improvement."""
+    why: str
+
+
+def decide_metric(
+    *,
+    score: float | None,
+    best: float | None,
+    direction: Direction,
+    target: float | None,
+    min_improvement: tuple[float, bool],
+    idle: int,
+    patience: int | None,
+    iteration: int,
+    max_iters: int,
+) -> MetricDecision:
+    """Keep-or-revert for one attempt. ``score`` is None when the gate or the metric failed."""
+    keep = score is not None and improves(score, best, direction, min_improvement)
+    new_best = score if keep else best
+    idle = 0 if keep else idle + 1
+    if keep:
+        why = "first passing score" if best is None else f"improved on {best:g}"
+    elif score is None:
+        why = "no score (the gate or the metric failed)"
+    else:
+        why = f"{score:g} does not improve on {best:g}"
+    if reached(new_best, target, direction):
+        return MetricDecision(keep, new_best, "converged", idle, f"{why}; reached the target {target:g}")
+    if patience is not None and idle >= patience:
+        return MetricDecision(keep, new_best, "stalled", idle, f"{why}; {idle} attempt(s) without improvement")
+    if iteration >= max_iters:
+        return MetricDecision(keep, new_best, "max_iters", idle, f"{why}; reached --max-iters {max_iters}")
+    return MetricDecision(keep, new_best, None, idle, why)

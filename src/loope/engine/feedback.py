@@ -1,0 +1,92 @@
+"""Pure composition of what the next iteration is told about the last one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+TAIL_LINES = 40
+TAIL_BYTES = 4096
+MAX_FAILURES = 20
+
+
+@dataclass(frozen=True)
+class GateReport:
+    command: str
+    passed: bool
+    exit_code: int | None
+    failures: Sequence[tuple[str, str]] = ()
+    """(test id, assertion line) pairs parsed from the output."""
+    output: str = ""
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What went wrong in one iteration, gathered for the next one."""
+
+    iteration: int
+    gate: GateReport | None = None
+    blockers: Sequence[tuple[str, str]] = ()
+    """(who, findings) for each reviewer or verifier that blocked."""
+    violations: Sequence[str] = ()
+    success: GateReport | None = None
+    metric_note: str | None = None
+    notes: Sequence[str] = field(default_factory=tuple)
+
+
+def tail(text: str, *, lines: int = TAIL_LINES, limit: int = TAIL_BYTES) -> str:
+    """The last ``lines`` lines of ``text``, cut to at most ``limit`` bytes (at a line boundary)."""
+    kept = text.rstrip().splitlines()[-lines:]
+    out: list[str] = []
+    size = 0
+    for line in reversed(kept):
+        encoded = len(line.encode("utf-8")) + 1
+        if size + encoded > limit:
+            break
+        out.append(line)
+        size += encoded
+    return "\n".join(reversed(out))
+
+
+def failure_signature(failures: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    return tuple(sorted(f"{test}: {message}" for test, message in failures))
+
+
+def _command_section(title: str, report: GateReport) -> list[str]:
+    if report.timed_out:
+        status = "timed out"
+    else:
+        status = f"exit code {report.exit_code}" if report.exit_code is not None else "did not run"
+    out = [f"### {title} failed ({status}): `{report.command}`"]
+    if report.failures:
+        out.append("Failing checks:")
+        for test, message in list(report.failures)[:MAX_FAILURES]:
+            out.append(f"- `{test}`" + (f": {message}" if message else ""))
+        if len(report.failures) > MAX_FAILURES:
+            out.append(f"- … and {len(report.failures) - MAX_FAILURES} more")
+    shown = tail(report.output)
+    if shown:
+        out += ["Last lines of its output:", "```text", shown, "```"]
+    return out
+
+
+def compose(findings: Findings) -> str:
+    """Markdown for the next implementer prompt, or '' when there is nothing to act on."""
+    parts: list[str] = []
+    if findings.violations:
+        parts.append("### Changes that were undone")
+        parts += [f"- {v}" for v in findings.violations]
+    if findings.gate and not findings.gate.passed:
+        parts += _command_section("The verify command", findings.gate)
+    if findings.success and not findings.success.passed:
+        parts += _command_section("The success command", findings.success)
+    for who, text in findings.blockers:
+        parts.append(f"### {who} blocked: address these blocking findings")
+        parts.append(text.strip() or "(no findings given)")
+    if findings.metric_note:
+        parts += ["### Score", findings.metric_note]
+    parts += list(findings.notes)
+    if not parts:
+        return ""
+    return "\n".join([f"## Feedback from iteration {findings.iteration}", *parts]) + "\n"

@@ -1,0 +1,137 @@
+"""The prompts each role receives, from the templates in ``prompts/``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.resources import files
+from string import Template
+
+MAX_DIFF_CHARS = 60_000
+STATE_RULES = """\
+Your memory between sessions is the state file `{path}` (its path is also in $LOOPE_STATE_FILE).
+Read it first and update it before you finish:
+- frontmatter: keep `loop_id`, set `status` (in-progress, done or blocked), increment `iteration`;
+- keep its sections: Goal, Progress, Next Action, Notes;
+- do one concrete step per session and record it under Progress, and the next one under Next Action;
+- set `status: done` only when the goal is fully met; set `status: blocked`, with the reason under Notes,
+  only when you cannot go on without help."""
+
+
+@cache
+def _template(name: str) -> Template:
+    return Template(files("loope.engine").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8"))
+
+
+def render(name: str, **values: object) -> str:
+    return _template(name).safe_substitute({k: str(v) for k, v in values.items()})
+
+
+def section(title: str, body: str | None) -> str:
+    return f"\n# {title}\n{body.strip()}\n" if body and body.strip() else ""
+
+
+def fenced(text: str, lang: str = "") -> str:
+    fence = "````" if "```" in text else "```"
+    return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
+
+
+@dataclass
+class PromptContext:
+    """What the prompts of one iteration draw on."""
+
+    run_id: str
+    goal: str
+    iteration: int
+    max_iters: int
+    contract: str | None = None
+    program: str | None = None
+    state_path: str | None = None
+    state_text: str | None = None
+    ledger: str = ""
+    feedback: str = ""
+    memories: str = ""
+    critique: str = ""
+    budget: str = ""
+    verify_cmd: str | None = None
+    metric: str | None = None
+    protect: list[str] = field(default_factory=list)
+    editable: list[str] = field(default_factory=list)
+
+    def _base(self) -> dict[str, object]:
+        return {
+            "run_id": self.run_id,
+            "goal": self.goal,
+            "iteration": self.iteration,
+            "max_iters": self.max_iters,
+        }
+
+    def _state(self) -> str:
+        if not self.state_path:
+            return ""
+        body = STATE_RULES.format(path=self.state_path)
+        if self.state_text:
+            body += "\n\nIts current contents:\n" + fenced(self.state_text, "markdown")
+        return body
+
+    def _checks(self) -> str:
+        lines = []
+        if self.verify_cmd:
+            lines.append(
+                f"- When you finish, loope runs `{self.verify_cmd}` in this directory; it must pass."
+                " You cannot change how your work is checked."
+            )
+        if self.metric:
+            lines.append(f"- Then it scores the result with `{self.metric}`; only an improvement is kept.")
+        if self.protect:
+            lines.append(f"- Protected (changes are undone): {', '.join(self.protect)}")
+        if self.editable:
+            lines.append(f"- Change only files matching: {', '.join(self.editable)}")
+        return "\n".join(lines)
+
+    def implementer(self) -> str:
+        sections = "".join(
+            [
+                section("Design contract", self.contract),
+                section("Program", self.program),
+                section("State file", self._state()),
+                section("Attempts so far", self.ledger),
+                section("Feedback from the last iteration", self.feedback),
+                section("REVIEWER FEEDBACK", self.critique),
+                section("RECALLED MEMORIES (lessons from earlier runs in this project)", self.memories),
+                section("Budget", self.budget),
+            ]
+        )
+        return render("implementer", **self._base(), sections=sections, checks=self._checks())
+
+    def designer(self) -> str:
+        return render("designer", **self._base(), sections=section("Program", self.program))
+
+    def reviewer(self, changes: str, gate_summary: str, *, verifier: bool = False) -> str:
+        sections = section("Design contract", self.contract) + section("Verification", gate_summary)
+        against = " and the acceptance criteria of the design contract (BLOCK when one is not met)"
+        return render(
+            "verifier" if verifier else "reviewer",
+            **self._base(),
+            sections=sections,
+            changes=changes,
+            against_contract=against if self.contract else "",
+        )
+
+    def critic(self, summaries: str, state: str, last_response: str) -> str:
+        return render(
+            "critic",
+            **self._base(),
+            summaries=summaries or "(none yet)",
+            state=fenced(state[:3000], "markdown") if state else "(no state file)",
+            last_response=fenced(last_response[:1000]) if last_response else "(none)",
+        )
+
+
+def changes_block(files: list[tuple[str, str]], diff: str) -> str:
+    """The changed files with their +/- and the diff, bounded for a prompt."""
+    if not files:
+        return "No files have changed yet."
+    listing = "\n".join(f"- {path} ({stat})" for path, stat in files)
+    shown = diff if len(diff) <= MAX_DIFF_CHARS else diff[:MAX_DIFF_CHARS] + "\n… (diff truncated)"
+    return f"{listing}\n\n{fenced(shown, 'diff')}"

@@ -1,0 +1,82 @@
+"""The live state of one run that the engine and its step runner share."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loope.engine.events import EventBus
+from loope.records.atomic import write_json
+from loope.records.model import RunRecord, StepRecord
+from loope.records.rundir import RunDir
+from loope.spec import LoopSpec
+from loope.workspace.workspace import Workspace
+
+
+class Halt(Exception):
+    """Stop the loop now, for a reason from the closed set of stop reasons."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class RunState:
+    spec: LoopSpec
+    rundir: RunDir
+    workspace: Workspace
+    record: RunRecord
+    bus: EventBus
+    state_file: Path
+    cancel: threading.Event = field(default_factory=threading.Event)
+    next_step: int = 1
+    started: float = field(default_factory=time.monotonic)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def new_step(self, role: str, adapter: str) -> tuple[int, Path]:
+        with self._lock:
+            number = self.next_step
+            self.next_step += 1
+        return number, self.rundir.step_dir(number, role, adapter)
+
+    def add_step(self, step: StepRecord) -> None:
+        with self._lock:
+            self.record.steps.append(step)
+            self.record.totals.add(step)
+            self._save()
+
+    def save(self) -> None:
+        with self._lock:
+            self._save()
+
+    def _save(self) -> None:
+        self.sync_workspace()
+        self.record.duration_s = round(self.elapsed(), 3)
+        write_json(self.rundir / "run.json", self.record.to_dict())
+
+    def sync_workspace(self) -> None:
+        self.record.workspace.head = self.workspace.head
+
+    def elapsed(self) -> float:
+        """Wall time of the run, earlier runners of a resumed run included."""
+        return self.record.elapsed_before_s + time.monotonic() - self.started
+
+    def remaining_usd(self) -> float | None:
+        if self.spec.max_cost is None:
+            return None
+        return max(0.0, self.spec.max_cost - self.record.totals.cost_usd)
+
+    def budget_left(self) -> str | None:
+        """Which budget is spent, or None while all have some left."""
+        spec, totals = self.spec, self.record.totals
+        if spec.max_cost is not None and totals.cost_usd >= spec.max_cost:
+            return f"spent ${totals.cost_usd:.4f} of --max-cost ${spec.max_cost:g}"
+        if spec.max_tokens is not None and totals.tokens >= spec.max_tokens:
+            return f"used {totals.tokens} tokens of --max-tokens {spec.max_tokens}"
+        if spec.max_time is not None and self.elapsed() >= spec.max_time:
+            return f"ran {self.elapsed():.0f}s of --max-time {spec.max_time:g}s"
+        return None

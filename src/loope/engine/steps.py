@@ -1,0 +1,285 @@
+"""Running one step: a numbered directory, its records, its events, and what it changed."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loope.agents.base import Agent, AgentEvent, AgentRequest, AgentResult, Role, mode_for
+from loope.agents.verdict import Verdict, parse_verdict
+from loope.engine.state import RunState
+from loope.records.atomic import append_line, write_text
+from loope.records.model import StepRecord
+from loope.verify.gate import GateResult, read_output, run_gate, run_shell
+from loope.verify.metric import Measurement
+from loope.workspace.git import FileChange
+from loope.workspace.guard import Guard
+
+
+@dataclass
+class AgentStep:
+    record: StepRecord
+    result: AgentResult
+    dir: Path
+    changes: list[FileChange] = field(default_factory=list)
+    verdict: Verdict | None = None
+
+
+def files_of(changes: list[FileChange]) -> list[dict[str, object]]:
+    return [c.to_dict() for c in changes]
+
+
+class StepRunner:
+    """Runs agent and command steps for the engine and records each one as it ends."""
+
+    def __init__(self, run: RunState, guard: Guard) -> None:
+        self.run = run
+        self.guard = guard
+
+    # -- agents -------------------------------------------------------------------------------
+
+    def agent(self, agent: Agent, role: Role, iteration: int, prompt: str) -> AgentStep:
+        """Run one agent step; a writing step's changes are guarded and committed."""
+        step = self._invoke(agent, role, iteration, prompt)
+        violations = self.guard.enforce()
+        if mode_for(role) == "write":
+            old = self.run.workspace.head
+            step.changes = self.run.workspace.commit(
+                f"loope {self.run.record.run_id}: iteration {iteration}, {role} {agent.label} (step {step.record.id})"
+            )
+            if step.changes:
+                write_text(step.dir / "changes.diff", self.run.workspace.diff(old, self.run.workspace.head))
+                step.record.commit = self.run.workspace.head
+        else:
+            violations += self.guard.undo_read_only_changes(agent.label)
+        self._finish(step, violations)
+        return step
+
+    def reviews(self, agents: list[tuple[Agent, Role]], iteration: int, prompts: list[str]) -> list[AgentStep]:
+        """Run read-only agents in parallel; each result carries its parsed verdict."""
+        if not agents:
+            return []
+        with ThreadPoolExecutor(max_workers=len(agents), thread_name_prefix="loope-review") as pool:
+            futures = [
+                pool.submit(self._invoke, agent, role, iteration, prompt)
+                for (agent, role), prompt in zip(agents, prompts, strict=True)
+            ]
+            try:
+                steps = [f.result() for f in futures]
+            except BaseException:
+                self.run.cancel.set()  # Ctrl-C or a crash: stop the other reviewers' processes too
+                raise
+        violations = self.guard.enforce()
+        violations += self.guard.undo_read_only_changes("a reviewer")
+        for index, step in enumerate(steps):
+            if step.result.ok:
+                step.verdict = parse_verdict(step.result.message)
+                step.record.verdict = step.verdict.value
+                step.record.verdict_inferred = step.verdict.inferred
+            self._finish(step, violations if index == 0 else [])
+        return steps
+
+    def _invoke(self, agent: Agent, role: Role, iteration: int, prompt: str) -> AgentStep:
+        run = self.run
+        number, step_dir = run.new_step(role, agent.label)
+        write_text(step_dir / "prompt.md", prompt)
+        events = step_dir / "events.jsonl"
+        rel = str(step_dir.relative_to(run.rundir.root))
+        run.bus.emit("step_started", step=number, iteration=iteration, role=role, adapter=agent.label, dir=rel)
+
+        def on_event(event: AgentEvent) -> None:
+            data = event.to_dict()
+            append_line(events, json.dumps(data, ensure_ascii=False))
+            run.bus.emit("agent_event", step=number, role=role, event=data)
+
+        request = AgentRequest(
+            role=role,
+            prompt=prompt,
+            workspace=run.workspace.path,
+            step_dir=step_dir,
+            run_id=run.record.run_id,
+            run_dir=run.rundir.root,
+            iteration=iteration,
+            state_file=run.state_file,
+            timeout_s=run.spec.timeout,
+            max_budget_usd=run.remaining_usd(),
+            isolate_home=run.spec.isolate_home,
+            cancel=run.cancel,
+            on_event=on_event,
+        )
+        started = time.monotonic()
+        result = agent.run(request)
+        write_text(step_dir / "result.md", result.message if result.ok else f"{result.error}\n\n{result.message}")
+        record = StepRecord(
+            id=number,
+            iteration=iteration,
+            role=role,
+            adapter=_adapter_name(agent),
+            dir=rel,
+            ok=result.ok,
+            error=result.error,
+            duration_s=round(time.monotonic() - started, 3),
+            cost_usd=result.cost_usd,
+            cost_estimated=result.cost_estimated,
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+            model=result.model or agent.model,
+        )
+        return AgentStep(record, result, step_dir)
+
+    def _finish(self, step: AgentStep, violations: list[str]) -> None:
+        record = step.record
+        record.changed_files = [c.path for c in step.changes]
+        record.files = files_of(step.changes)
+        record.violations = violations
+        self.run.add_step(record)
+        self.run.bus.emit(
+            "step_finished",
+            step=record.id,
+            iteration=record.iteration,
+            role=record.role,
+            adapter=record.adapter,
+            ok=record.ok,
+            error=record.error,
+            verdict=record.verdict,
+            verdict_inferred=record.verdict_inferred,
+            duration_s=record.duration_s,
+            cost_usd=record.cost_usd,
+            files=record.files,
+            violations=violations,
+        )
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def gate(self, iteration: int, command: str) -> tuple[StepRecord, GateResult]:
+        """Run the verify command as a step of its own."""
+        number, step_dir = self.run.new_step("verifier", "gate")
+        rel = str(step_dir.relative_to(self.run.rundir.root))
+        self.run.bus.emit("step_started", step=number, iteration=iteration, role="verifier", adapter="gate", dir=rel)
+        write_text(step_dir / "command.txt", command + "\n")
+        result = run_gate(
+            command,
+            cwd=self.run.workspace.path,
+            log=step_dir / "output.log",
+            timeout=self.run.spec.timeout,
+            cancel=self.run.cancel,
+        )
+        self.guard.undo_all()  # a check must not leave changes that would count as the agent's
+        record = StepRecord(
+            id=number,
+            iteration=iteration,
+            role="verifier",
+            adapter="gate",
+            dir=rel,
+            ok=result.proc.start_error is None,
+            error=result.proc.start_error,
+            gate_passed=result.passed,
+            duration_s=round(result.proc.duration_s, 3),
+        )
+        self.run.add_step(record)
+        self.run.bus.emit(
+            "verify_finished",
+            step=number,
+            iteration=iteration,
+            command=command,
+            passed=result.passed,
+            exit_code=result.proc.exit_code,
+            timed_out=result.proc.timed_out,
+            failures=[{"test": t, "message": m} for t, m in result.failures],
+            duration_s=record.duration_s,
+        )
+        return record, result
+
+    def shell(
+        self, iteration: int, kind: str, command: str, env: dict[str, str], timeout: float
+    ) -> tuple[StepRecord, GateResult]:
+        """Run a command step (the success command) with exactly ``env``."""
+        number, step_dir = self.run.new_step("verifier", kind)
+        rel = str(step_dir.relative_to(self.run.rundir.root))
+        self.run.bus.emit("step_started", step=number, iteration=iteration, role="verifier", adapter=kind, dir=rel)
+        write_text(step_dir / "command.txt", command + "\n")
+        log = step_dir / "output.log"
+        proc = run_shell(
+            command, cwd=self.run.workspace.path, log=log, timeout=timeout, cancel=self.run.cancel, env=env
+        )
+        self.guard.undo_all()
+        result = GateResult(command, proc, read_output(log), ())
+        record = StepRecord(
+            id=number,
+            iteration=iteration,
+            role="verifier",
+            adapter=kind,
+            dir=rel,
+            ok=proc.start_error is None,
+            error=proc.start_error,
+            gate_passed=result.passed,
+            duration_s=round(proc.duration_s, 3),
+        )
+        self.run.add_step(record)
+        self.run.bus.emit(
+            "step_finished",
+            step=number,
+            iteration=iteration,
+            role="verifier",
+            adapter=kind,
+            ok=record.ok,
+            error=record.error,
+            passed=result.passed,
+            duration_s=record.duration_s,
+            files=[],
+            violations=[],
+        )
+        return record, result
+
+    def metric(self, iteration: int, command: str) -> Measurement:
+        """Score the workspace with the metric command (the median of ``metric_repeat`` runs)."""
+        from loope.verify.metric import measure
+
+        spec = self.run.spec
+        number, step_dir = self.run.new_step("verifier", "metric")
+        rel = str(step_dir.relative_to(self.run.rundir.root))
+        self.run.bus.emit("step_started", step=number, iteration=iteration, role="verifier", adapter="metric", dir=rel)
+        write_text(step_dir / "command.txt", command + "\n")
+        result = measure(
+            command,
+            cwd=self.run.workspace.path,
+            log_dir=step_dir,
+            repeat=spec.metric_repeat,
+            timeout=spec.timeout,
+            cancel=self.run.cancel,
+        )
+        self.guard.undo_all()
+        record = StepRecord(
+            id=number,
+            iteration=iteration,
+            role="verifier",
+            adapter="metric",
+            dir=rel,
+            ok=True,
+            error=result.error,
+            score=result.score,
+            duration_s=round(result.duration_s, 3),
+        )
+        self.run.add_step(record)
+        self.run.bus.emit(
+            "step_finished",
+            step=number,
+            iteration=iteration,
+            role="verifier",
+            adapter="metric",
+            ok=True,
+            error=result.error,
+            score=result.score,
+            runs=result.runs,
+            duration_s=record.duration_s,
+            files=[],
+            violations=[],
+        )
+        return result
+
+
+def _adapter_name(agent: Agent) -> str:
+    return f"{agent.label}:{agent.model}" if agent.model else agent.label

@@ -1,0 +1,143 @@
+"""run.json (schema 1): the run's record. Fields are added freely and never renamed."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+SCHEMA = 1
+
+STOP_REASONS = (
+    "converged",
+    "max_iters",
+    "budget_exceeded",
+    "stalled",
+    "step_failed",
+    "timed_out",
+    "stopped",
+    "failed",
+)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class StepRecord:
+    id: int
+    iteration: int
+    role: str
+    adapter: str
+    dir: str
+    ok: bool = True
+    error: str | None = None
+    gate_passed: bool | None = None
+    verdict: str | None = None
+    verdict_inferred: bool = False
+    score: float | None = None
+    duration_s: float = 0.0
+    cost_usd: float = 0.0
+    cost_estimated: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    changed_files: list[str] = field(default_factory=list)
+    files: list[dict[str, Any]] = field(default_factory=list)
+    """Per file: path, status, added, removed."""
+    violations: list[str] = field(default_factory=list)
+    commit: str | None = None
+    model: str | None = None
+
+
+@dataclass
+class Totals:
+    cost_usd: float = 0.0
+    cost_estimated: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, step: StepRecord) -> None:
+        self.cost_usd = round(self.cost_usd + step.cost_usd, 6)
+        self.cost_estimated = self.cost_estimated or step.cost_estimated
+        self.input_tokens += step.input_tokens
+        self.output_tokens += step.output_tokens
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass
+class WorkspaceInfo:
+    mode: str
+    path: str
+    branch: str | None
+    base: str
+    head: str
+    git_dir: str | None = None
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    goal: str
+    workdir: str
+    workspace: WorkspaceInfo
+    schema: int = SCHEMA
+    status: str = "running"
+    """``running`` while the loop runs; then the stop reason."""
+    converged: bool = False
+    iterations: int = 0
+    """Iterations started (the last one may have been cut short)."""
+    completed: int = 0
+    """Iterations finished and recorded; a resumed run continues after the last of them."""
+    completed_head: str | None = None
+    """The workspace commit after the last completed iteration."""
+    max_iters: int = 0
+    stop_reason: str | None = None
+    stop_detail: str | None = None
+    started_at: str = field(default_factory=now_iso)
+    finished_at: str | None = None
+    duration_s: float = 0.0
+    elapsed_before_s: float = 0.0
+    """Wall time spent by earlier runners of this run (a resumed run carries it over)."""
+    pid: int | None = None
+    implementer: str = ""
+    reviewers: list[str] = field(default_factory=list)
+    verify_cmd: str | None = None
+    metric: dict[str, Any] | None = None
+    totals: Totals = field(default_factory=Totals)
+    best: dict[str, Any] | None = None
+    baseline: float | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+    changes: dict[str, Any] = field(default_factory=lambda: {"files": []})
+    state: dict[str, Any] | None = None
+    """The state file's frontmatter as last read."""
+    loop: dict[str, Any] = field(default_factory=dict)
+    """What the next iteration needs from the last (feedback, counters); lets a run resume."""
+    started_monotonic: float = field(default_factory=time.monotonic, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.pop("started_monotonic")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
+        known = {f.name for f in dataclasses.fields(cls)} - {"started_monotonic"}
+        values = {k: v for k, v in data.items() if k in known}
+        values["workspace"] = WorkspaceInfo(**_known(WorkspaceInfo, data["workspace"]))
+        values["totals"] = Totals(**_known(Totals, data.get("totals", {})))
+        values["steps"] = [StepRecord(**_known(StepRecord, s)) for s in data.get("steps", [])]
+        return cls(**values)
+
+    def step_dirs_of(self, iteration: int) -> list[str]:
+        return [s.dir for s in self.steps if s.iteration == iteration]
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}

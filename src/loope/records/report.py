@@ -1,0 +1,126 @@
+"""report.md: the run's outcome for people, rendered from run.json."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import groupby
+from typing import Any
+
+from loope.records.atomic import write_text
+from loope.records.rundir import RunDir
+
+OUTCOMES = {
+    "converged": "converged",
+    "max_iters": "stopped: reached --max-iters",
+    "budget_exceeded": "stopped: a budget ran out",
+    "stalled": "stopped: stalled",
+    "step_failed": "halted: a step failed",
+    "timed_out": "halted: a step timed out",
+    "stopped": "stopped on request",
+    "failed": "failed: loope could not finish the run",
+}
+
+
+def outcome_line(run: Mapping[str, Any]) -> str:
+    """``converged in 2 iterations`` / ``stopped after 3 iterations (max_iters)`` / ``running``."""
+    n = run.get("iterations", 0)
+    its = f"{n} iteration{'s' if n != 1 else ''}"
+    reason = run.get("stop_reason")
+    if reason is None:
+        return f"running (iteration {n} of {run.get('max_iters', '?')})"
+    if reason == "converged":
+        return f"converged in {its}"
+    if reason in ("step_failed", "timed_out", "failed"):
+        return f"halted after {its} ({reason}): {run.get('stop_detail') or ''}".rstrip(": ")
+    return f"stopped after {its} ({reason})"
+
+
+def money(run: Mapping[str, Any]) -> str:
+    totals = run.get("totals", {})
+    cost = f"${totals.get('cost_usd', 0):.4f}"
+    if totals.get("cost_estimated"):
+        cost += " (estimated)"
+    return f"{cost}, {totals.get('input_tokens', 0)} tokens in / {totals.get('output_tokens', 0)} out"
+
+
+def _files(files: list[Mapping[str, Any]]) -> str:
+    parts = []
+    for f in files:
+        stat = "binary" if f.get("added") is None else f"+{f['added']} −{f['removed']}"
+        parts.append(f"{f['path']} {stat}")
+    return ", ".join(parts)
+
+
+def _result(step: Mapping[str, Any]) -> str:
+    if step.get("error") and not step.get("ok", True):
+        return f"failed: {step['error']}"
+    if step.get("gate_passed") is not None:
+        return "passed" if step["gate_passed"] else "failed"
+    if step.get("adapter") == "metric":
+        return f"score {step['score']:g}" if step.get("score") is not None else f"no score: {step.get('error')}"
+    return "ok"
+
+
+def render(run: Mapping[str, Any]) -> str:
+    """The whole report as markdown."""
+    ws = run.get("workspace", {})
+    lines = [
+        f"# loope run {run['run_id']}",
+        "",
+        f"**Outcome:** {outcome_line(run)}",
+        f"**Goal:** {run['goal']}",
+        f"**Stop reason:** {run.get('stop_reason') or 'running'}"
+        + (f" — {run['stop_detail']}" if run.get("stop_detail") else ""),
+        f"**Cost:** {money(run)}; {run.get('duration_s', 0):.1f}s",
+        f"**Workspace:** {ws.get('mode')} at `{ws.get('path')}`"
+        + (f", branch `{ws['branch']}`" if ws.get("branch") else "")
+        + f", base {str(ws.get('base', ''))[:10]}",
+    ]
+    if run.get("best"):
+        best = run["best"]
+        lines.append(
+            f"**Best score:** {best['score']:g} (iteration {best['iteration']}; baseline {run.get('baseline')})"
+        )
+    steps = run.get("steps", [])
+    for iteration, group in groupby(steps, key=lambda s: s["iteration"]):
+        title = "Design" if iteration == 0 else f"Iteration {iteration}"
+        lines += ["", f"## {title}", "", "| step | role | agent | result | verdict | time | cost | changes |"]
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for s in group:
+            verdict = (s.get("verdict") or "") + (" (inferred)" if s.get("verdict_inferred") else "")
+            lines.append(
+                f"| {s['id']:02d} | {s['role']} | {s['adapter']} | {_result(s)} | {verdict} | {s['duration_s']:.1f}s"
+                f" | ${s.get('cost_usd', 0):.4f} | {_files(s.get('files', []))} |"
+            )
+            lines += [f"|  |  |  | ⚠ {v} |  |  |  |  |" for v in s.get("violations", [])]
+    files = run.get("changes", {}).get("files", [])
+    lines += ["", "## Changes", ""]
+    if files:
+        lines += ["| file | status | + | − |", "|---|---|---|---|"]
+        lines += [f"| {f['path']} | {f['status']} | {f.get('added', '-')} | {f.get('removed', '-')} |" for f in files]
+    else:
+        lines.append("No files changed.")
+    lines += ["", "## Next", "", *next_steps(run)]
+    return "\n".join(lines) + "\n"
+
+
+def next_steps(run: Mapping[str, Any]) -> list[str]:
+    """How to review and land the run's result."""
+    if run.get("stop_reason") is None or not run.get("changes", {}).get("files"):
+        return [f"- details: `loope show {run['run_id']}`"]
+    out = [f"- review: `loope show {run['run_id']} --diff`", f"- land: `loope apply {run['run_id']}`"]
+    branch = run.get("workspace", {}).get("branch")
+    if branch:
+        out.append(f"- or merge the branch: `git merge {branch}`")
+    return out
+
+
+class ReportWriter:
+    """Writes report.md from run.json after each iteration and when the run ends."""
+
+    def __init__(self, rundir: RunDir) -> None:
+        self.rundir = rundir
+
+    def on_event(self, event: Any) -> None:
+        if event.type in ("iteration_finished", "run_finished"):
+            write_text(self.rundir / "report.md", render(self.rundir.read_json("run.json")))

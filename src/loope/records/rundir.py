@@ -1,0 +1,107 @@
+"""The run directory: ids, paths, and finding a run by a unique prefix."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loope.errors import LoopeError
+
+RUNS = Path(".loope") / "runs"
+_WORD = re.compile(r"[a-z0-9]+")
+_ID = re.compile(r"^(\d{4,})-")
+
+
+def slug(goal: str, *, words: int = 6, chars: int = 40) -> str:
+    """Up to six words / forty characters of the goal, lowercase, hyphenated."""
+    picked: list[str] = []
+    for word in _WORD.findall(goal.lower())[:words]:
+        if len("-".join([*picked, word])) > chars:
+            break
+        picked.append(word)
+    return "-".join(picked) or "run"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths inside ``<workdir>/.loope/runs/<id>/``."""
+
+    root: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.root.name
+
+    @property
+    def workdir(self) -> Path:
+        return self.root.parent.parent.parent
+
+    def __truediv__(self, name: str) -> Path:
+        return self.root / name
+
+    @property
+    def agents(self) -> Path:
+        return self.root / "agents"
+
+    def step_dir(self, number: int, role: str, adapter: str) -> Path:
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", adapter).strip("-") or "agent"
+        path = self.agents / f"{number:02d}-{role}-{safe}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def read_json(self, name: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.root / name).read_text(encoding="utf-8"))
+        return data
+
+    @classmethod
+    def allocate(cls, workdir: Path, goal: str) -> RunDir:
+        """Create the next ``NNNN-slug`` run directory (safe against concurrent runs)."""
+        from loope.workspace.workspace import ensure_loope_dir
+
+        ensure_loope_dir(workdir)
+        runs = workdir / RUNS
+        runs.mkdir(parents=True, exist_ok=True)
+        name = slug(goal)
+        number = max((_number(p.name) for p in runs.iterdir()), default=0) + 1
+        while True:
+            root = runs / f"{number:04d}-{name}"
+            try:
+                root.mkdir()
+            except FileExistsError:
+                number += 1
+                continue
+            return cls(root)
+
+
+def _number(name: str) -> int:
+    match = _ID.match(name)
+    return int(match.group(1)) if match else 0
+
+
+def list_runs(workdir: Path) -> list[RunDir]:
+    """Every run of the project, oldest first."""
+    runs = workdir / RUNS
+    if not runs.is_dir():
+        return []
+    found = [RunDir(p) for p in runs.iterdir() if p.is_dir() and _ID.match(p.name)]
+    return sorted(found, key=lambda r: (_number(r.run_id), r.run_id))
+
+
+def find_run(workdir: Path, ref: str) -> RunDir:
+    """The run whose id starts with ``ref`` (``0007`` or ``7`` or the whole id); exactly one must match."""
+    runs = list_runs(workdir)
+    if not runs:
+        raise LoopeError(f"no runs in {workdir / RUNS}; start one with `loope run`")
+    ref = ref.strip()
+    matches = [r for r in runs if r.run_id == ref] or [r for r in runs if r.run_id.startswith(ref)]
+    if not matches and ref.isdigit():
+        matches = [r for r in runs if _number(r.run_id) == int(ref)]
+    if not matches:
+        raise LoopeError(f"no run matches {ref!r}; `loope runs` lists them")
+    if len(matches) > 1:
+        names = ", ".join(r.run_id for r in matches[:5])
+        raise LoopeError(f"{ref!r} matches {len(matches)} runs ({names}); give more of the id")
+    return matches[0]

@@ -1,0 +1,91 @@
+"""state.md: the agent's memory between fresh sessions. The runner reads only its frontmatter."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loope.records.atomic import write_text
+
+STATUSES = ("in-progress", "done", "blocked")
+_FRONTMATTER = re.compile(r"\A\ufeff?\s*---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
+_SECTION = re.compile(r"^#+\s*(.+?)\s*$", re.M)
+
+
+def initial(run_id: str, goal: str) -> str:
+    return (
+        f"---\nloop_id: {run_id}\nstatus: in-progress\niteration: 0\n---\n"
+        f"# Goal\n{goal.strip()}\n\n# Progress\n(nothing yet)\n\n# Next Action\n"
+        "Read the goal and the code, then take the first concrete step.\n\n# Notes\n"
+    )
+
+
+def create(path: Path, run_id: str, goal: str) -> None:
+    """Write a fresh state file unless one is already there (a resumed run keeps its memory)."""
+    if not path.exists():
+        write_text(path, initial(run_id, goal))
+
+
+@dataclass(frozen=True)
+class State:
+    status: str
+    """in-progress, done or blocked; in-progress when the file is missing or invalid."""
+    iteration: int | None
+    loop_id: str | None
+    frontmatter: dict[str, Any]
+    text: str
+    problem: str | None = None
+    """Why the frontmatter could not be read, when it could not."""
+
+    @property
+    def notes(self) -> str:
+        return section(self.text, "notes")
+
+
+def section(text: str, name: str) -> str:
+    """The body of the markdown section called ``name`` (case-insensitive), or ''."""
+    matches = list(_SECTION.finditer(text))
+    for i, match in enumerate(matches):
+        if match.group(1).strip().lower() == name.lower():
+            end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+            return text[match.end() : end].strip()
+    return ""
+
+
+def read(path: Path) -> State:
+    """Parse the frontmatter tolerantly (comments, quotes, odd case); problems are noted, never raised."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return State("in-progress", None, None, {}, "", problem="the state file is missing")
+    except OSError as exc:
+        return State("in-progress", None, None, {}, "", problem=f"the state file cannot be read ({exc})")
+    match = _FRONTMATTER.match(text)
+    if not match:
+        return State("in-progress", None, None, {}, text, problem="the state file has no --- frontmatter ---")
+    import yaml
+
+    try:
+        data = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0]
+        return State("in-progress", None, None, {}, text, problem=f"invalid frontmatter: {first}")
+    if not isinstance(data, dict):
+        return State("in-progress", None, None, {}, text, problem="the frontmatter is not a mapping")
+    raw_status = str(data.get("status", "")).strip().strip("'\"").lower().replace("_", "-").replace(" ", "-")
+    problem = None
+    if raw_status not in STATUSES:
+        problem = f"unknown status {data.get('status')!r} (expected {', '.join(STATUSES)})"
+        raw_status = "in-progress"
+    iteration = data.get("iteration")
+    loop_id = data.get("loop_id")
+    return State(
+        raw_status,
+        iteration if isinstance(iteration, int) else None,
+        str(loop_id) if loop_id is not None else None,
+        {k: v for k, v in data.items() if isinstance(k, str)},
+        text,
+        problem,
+    )

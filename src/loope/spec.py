@@ -1,0 +1,285 @@
+"""LoopSpec: every knob of a run, validated, layered from defaults < loope.toml < flags."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from loope.errors import LoopeError
+
+Direction = Literal["lower", "higher"]
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "claude-codex": {"implementer": "claude", "reviewers": ["codex"]},
+    "codex-claude": {"implementer": "codex", "reviewers": ["claude"]},
+    "claude-solo": {"implementer": "claude", "reviewers": []},
+    "dual-review": {"implementer": "claude", "reviewers": ["claude", "codex"]},
+    "opencode-codex": {"implementer": "opencode", "reviewers": ["codex"]},
+    "gemini-claude": {"implementer": "gemini", "reviewers": ["claude"]},
+}
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(h|hr|hours?|m|min|minutes?|s|sec|seconds?|ms)?", re.I)
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
+    """Seconds in ``90``, ``90s``, ``30m``, ``1h30m``, ``2h``; a LoopeError otherwise."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        raw = str(text).strip().replace(" ", "")
+        pos, seconds = 0, 0.0
+        for match in _DURATION.finditer(raw):
+            if match.start() != pos or not match.group(0):
+                break
+            unit = (match.group(2) or "s").lower()
+            key = "ms" if unit == "ms" else unit[0]
+            seconds += float(match.group(1)) * _UNIT_S[key]
+            pos = match.end()
+        if not raw or pos != len(raw):
+            raise LoopeError(f"{what}: {text!r} is not a duration; use for example 90s, 30m, 2h or 1h30m")
+    if seconds <= 0:
+        raise LoopeError(f"{what}: must be more than zero (got {text!r})")
+    return seconds
+
+
+class AgentOptions(BaseModel):
+    """Per-adapter settings from loope.toml's ``[agents.<name>]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    args: list[str] = Field(default_factory=list)
+    """Extra arguments added to the agent CLI's command line."""
+    bin: str | None = None
+    """The program to run instead of the adapter's default binary."""
+
+
+class LoopSpec(BaseModel):
+    """Everything one run needs; saved as spec.json in the run dir, the single source of the gate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    goal: str = Field(min_length=1, max_length=100_000)
+    """What the agents must achieve."""
+    workdir: Path
+    """The project directory the run starts from."""
+    workspace: Literal["worktree", "copy", "in-place"] | None = None
+    """How agents get a tree to edit: a git worktree (default in git), a copy, or the tree itself."""
+    branch: str | None = None
+    """The run branch in worktree mode (default ``loope/<run-id>``)."""
+
+    implementer: str = "claude"
+    """The agent that writes the change."""
+    reviewers: list[str] = Field(default_factory=lambda: ["codex"])
+    """Read-only agents that return VERDICT: PASS or BLOCK; run in parallel after the gate passed."""
+    design: bool = False
+    """Run a designer once before iteration 1 to write a contract with acceptance criteria."""
+    designer: str | None = None
+    """The designer agent (default: the implementer)."""
+    verifier: str | None = None
+    """An agent verifier run after the gate command; its verdict gates convergence."""
+    critic: str | None = None
+    """A read-only agent that critiques progress every ``checkpoint_every`` iterations."""
+    checkpoint_every: int = Field(default=0, ge=0, le=200)
+    """Critique after every N-th iteration (0: never)."""
+
+    verify_cmd: str | None = None
+    """The gate: a shell command run in the workspace; exit 0 passes."""
+    metric_cmd: str | None = None
+    """A shell command whose last printed number is the score (metric mode)."""
+    direction: Direction | None = None
+    """Whether a lower or a higher score is better."""
+    target: float | None = None
+    """Converge once the best score reaches this value."""
+    metric_repeat: int = Field(default=1, ge=1, le=100)
+    """Run the metric K times and take the median."""
+    patience: int | None = Field(default=None, ge=1)
+    """Stop as stalled after N attempts in a row without improvement (metric mode)."""
+    min_improvement: str | None = None
+    """The smallest change that counts as an improvement: absolute (0.5) or relative (2%)."""
+
+    max_iters: int = Field(default=3, ge=1)
+    """Iterations at most (1 is a single pass)."""
+    max_cost: float | None = Field(default=None, gt=0)
+    """USD the run may spend."""
+    max_tokens: int | None = Field(default=None, gt=0)
+    """Tokens (input + output) the run may use."""
+    max_time: float | None = Field(default=None, gt=0)
+    """Seconds of wall time the run may take."""
+    timeout: float = Field(default=1800.0, gt=0)
+    """Seconds one step may take before its process group is killed."""
+    stall_after: int = Field(default=2, ge=1)
+    """Stop as stalled after N iterations in a row without progress."""
+
+    editable: list[str] = Field(default_factory=list)
+    """Globs the agent may change (empty: everything not protected)."""
+    protect: list[str] = Field(default_factory=list)
+    """Globs the agent may not change; changes are undone and fed back."""
+    success_cmd: str | None = None
+    """A command run after each iteration with a sanitized environment; exit 0 means done."""
+    success_timeout: float = Field(default=300.0, gt=0)
+    """Seconds the success command may take."""
+    notify: list[str] = Field(default_factory=list)
+    """Notification targets: ``slack:CHANNEL``, ``webhook:URL``, ``cmd:COMMAND``."""
+
+    dry_run: bool = False
+    """Use the hermetic stub for every agent and skip commands: no binaries, no network."""
+    isolate_home: bool = False
+    """Give each agent step a private config dir (CLAUDE_CONFIG_DIR, CODEX_HOME, ...)."""
+    agents: dict[str, AgentOptions] = Field(default_factory=dict)
+    """Per-adapter options from loope.toml."""
+    prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """USD per million (input, output) tokens, overriding the built-in table for estimates."""
+
+    @field_validator("goal")
+    @classmethod
+    def _goal_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the goal is empty; say what the agents should achieve")
+        return value.strip()
+
+    @field_validator("min_improvement")
+    @classmethod
+    def _min_improvement(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_min_improvement(value)
+        return value
+
+    @model_validator(mode="after")
+    def _metric_needs_direction(self) -> LoopSpec:
+        if self.metric_cmd and not self.direction:
+            raise ValueError("metric mode needs --direction lower or --direction higher")
+        return self
+
+    def agent_options(self, name: str) -> dict[str, Any]:
+        options: dict[str, Any] = self.agents[name].model_dump() if name in self.agents else {}
+        options["prices"] = {k: list(v) for k, v in self.prices.items()}
+        return options
+
+    @property
+    def metric_mode(self) -> bool:
+        return bool(self.metric_cmd)
+
+
+def parse_min_improvement(text: str) -> tuple[float, bool]:
+    """(amount, relative) from ``0.5`` or ``2%``."""
+    raw = str(text).strip()
+    relative = raw.endswith("%")
+    try:
+        amount = float(raw.rstrip("%"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number or a percentage such as 0.5 or 2%") from None
+    if amount < 0:
+        raise ValueError("cannot be negative")
+    return (amount / 100 if relative else amount), relative
+
+
+# -- layering -------------------------------------------------------------------------------------
+
+_ALIASES = {
+    "max_attempts": "max_iters",
+    "metric": "metric_cmd",
+    "gate": "verify_cmd",
+    "reviewer": "reviewers",
+}
+_DURATIONS = ("max_time", "timeout", "success_timeout")
+
+
+def load_config(workdir: Path) -> tuple[dict[str, Any], str | None]:
+    """Settings from ``loope.toml`` (or pyproject's ``[tool.loope]``) in ``workdir``, and where they came from."""
+    import tomllib
+
+    for name, section in (("loope.toml", None), ("pyproject.toml", ("tool", "loope"))):
+        path = workdir / name
+        if not path.is_file():
+            continue
+        try:
+            data: Any = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise LoopeError(f"{path}: not valid TOML ({exc}); fix the file or move it aside") from None
+        if section:
+            for key in section:
+                data = data.get(key, {}) if isinstance(data, dict) else {}
+            if not data:
+                continue
+        return dict(data), str(path)
+    return {}, None
+
+
+def _normalize(layer: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in layer.items():
+        if value is None:
+            continue
+        name = _ALIASES.get(key.replace("-", "_"), key.replace("-", "_"))
+        if name == "reviewers" and isinstance(value, str):
+            out[name] = [v.strip() for v in value.split(",") if v.strip()]
+        else:
+            out[name] = value
+    preset = out.pop("preset", None)
+    if preset is not None:
+        if preset not in PRESETS:
+            raise LoopeError(f"unknown preset {preset!r}; known presets: {', '.join(sorted(PRESETS))}")
+        out = {**PRESETS[preset], **out}
+    if out.pop("no_review", False):
+        out["reviewers"] = []
+    for key in _DURATIONS:
+        if key in out:
+            out[key] = parse_duration(out[key], what=f"--{key.replace('_', '-')}")
+    return out
+
+
+def build_spec(flags: Mapping[str, Any], workdir: Path, *, use_config: bool = True) -> LoopSpec:
+    """The run's spec: defaults, then loope.toml in ``workdir``, then ``flags`` (None means unset)."""
+    if not workdir.is_dir():
+        raise LoopeError(f"workdir {workdir} does not exist or is not a directory; pass an existing --workdir")
+    config, source = load_config(workdir) if use_config else ({}, None)
+    try:
+        from_config = _normalize(config)
+    except LoopeError as exc:
+        raise LoopeError(f"{source}: {exc}") from None
+    from_flags = _normalize(flags)
+    layers: dict[str, Any] = {"workdir": workdir.resolve(), **from_config, **from_flags}
+    if "goal" not in layers:
+        raise LoopeError(
+            'no goal: give one as an argument (loope run "make the tests pass"), with --goal-file,'
+            " or as goal in loope.toml (loope init --goal ...)"
+        )
+    if layers.get("dry_run"):
+        layers.update(_dry_run(layers))
+    config_only = {key: source for key in from_config if key not in from_flags and source}
+    return validate(layers, config_only)
+
+
+def _dry_run(layers: Mapping[str, Any]) -> dict[str, Any]:
+    stubbed: dict[str, Any] = {
+        "implementer": "stub",
+        "reviewers": ["stub"] if layers.get("reviewers", [1]) else [],
+    }
+    for role in ("designer", "verifier", "critic"):
+        if layers.get(role):
+            stubbed[role] = "stub"
+    return stubbed
+
+
+def validate(data: Mapping[str, Any], sources: Mapping[str, str] | None = None) -> LoopSpec:
+    """A LoopSpec from ``data``; one clear line naming the setting (and its file) when something is wrong."""
+    try:
+        return LoopSpec.model_validate(dict(data))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = str(error["loc"][0]) if error["loc"] else ""
+        where = ".".join(str(p) for p in error["loc"])
+        source = (sources or {}).get(key)
+        prefix = f"{source}: " if source else ""
+        if error["type"] == "extra_forbidden":
+            raise LoopeError(f"{prefix}unknown setting {where!r}; `loope run --help` lists the settings") from None
+        given = error.get("input")
+        shown = f" (got {given!r})" if key and not isinstance(given, dict | list) else ""
+        what = (where if source else f"--{where.replace('_', '-')}") if key else "settings"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        raise LoopeError(f"{prefix}{what}: {message}{shown}") from None

@@ -1,0 +1,91 @@
+"""The live terminal view: finished work scrolls up, running steps spin at the bottom."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from loope.engine.events import Event
+from loope.ui.lines import action_text, describe, step_label, summary_lines
+
+_STYLES = {"ok": "green", "passed": "green", "failed": "red", "BLOCK": "yellow", "PASS": "green"}
+
+
+@dataclass
+class _Running:
+    label: str
+    started: float = field(default_factory=time.monotonic)
+    last: str = ""
+
+
+class LiveView:
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console()
+        self.running: dict[int, _Running] = {}
+        self.live = Live(
+            self._render(),
+            console=self.console,
+            refresh_per_second=8,
+            transient=True,
+            get_renderable=self._render,
+        )
+
+    def _render(self) -> RenderableType:
+        if not self.running:
+            return Text("")
+        table = Table.grid(padding=(0, 1))
+        now = time.monotonic()
+        for run in self.running.values():
+            table.add_row(
+                Spinner("dots", style="cyan"),
+                Text(run.label, style="bold"),
+                Text(f"{now - run.started:4.0f}s", style="dim"),
+                Text(run.last, style="dim", overflow="ellipsis", no_wrap=True),
+            )
+        return Group(table)
+
+    def _style(self, line: str) -> Text:
+        text = Text(line)
+        if line.startswith("iteration "):
+            text.stylize("bold cyan")
+        for word, style in _STYLES.items():
+            text.highlight_words([f" {word} ", f" {word}"], style=style)
+        if "⚠" in line or line.startswith("warning"):
+            text.stylize("yellow")
+        return text
+
+    def on_event(self, event: Event) -> None:
+        data: dict[str, Any] = event.data
+        if event.type == "run_started":
+            self.live.start()
+        if event.type == "step_started":
+            self.running[data["step"]] = _Running(step_label(data))
+        elif event.type == "agent_event":
+            running = self.running.get(data["step"])
+            text = action_text(data["event"])
+            if running and text:
+                running.last = text
+                self.console.print(Text(f"     {text}", style="dim"))
+        elif event.type in ("step_finished", "verify_finished") or (
+            event.type == "metric" and data.get("step") is not None
+        ):
+            self.running.pop(data.get("step", -1), None)
+        if event.type == "run_finished":
+            self.running.clear()
+            self.live.stop()
+            lines = summary_lines(data, event.run_id)
+            style = "bold green" if data.get("converged") else "bold yellow"
+            self.console.print(Text(lines[0], style=style))
+            for line in lines[1:]:
+                self.console.print(line)
+            return
+        for line in describe(event):
+            self.console.print(self._style(line))
+        self.live.refresh()

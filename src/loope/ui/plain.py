@@ -1,0 +1,46 @@
+"""Plain progress lines (pipes, --plain, NO_COLOR), and JSON event lines for --json."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from loope.engine.events import Event
+from loope.ui.lines import action_text, describe, step_label, summary_lines
+
+
+class PlainView:
+    """One line per thing that happened; no escape codes."""
+
+    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
+        self.stream = stream or sys.stdout
+        self.quiet = quiet
+
+    def _print(self, *lines: str) -> None:
+        for line in lines:
+            print(line, file=self.stream, flush=True)
+
+    def on_event(self, event: Event) -> None:
+        if event.type == "run_finished":
+            self._print(*summary_lines(event.data, event.run_id))
+            return
+        if self.quiet:
+            return
+        if event.type == "step_started":
+            self._print(f"{step_label(event.data)} …")
+        elif event.type == "agent_event":
+            text = action_text(event.data["event"])
+            if text:
+                self._print(f"     {text}")
+        else:
+            self._print(*describe(event))
+
+
+class JsonLines:
+    """Every event as one JSON object a line (DESIGN.md, Events)."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stdout
+
+    def on_event(self, event: Event) -> None:
+        print(event.to_json(), file=self.stream, flush=True)

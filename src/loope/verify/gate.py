@@ -1,0 +1,88 @@
+"""Running the user's check commands (gate, metric, success) in the workspace."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from loope.engine.feedback import GateReport, tail
+from loope.proc import ProcResult, run_process
+
+OUTPUT_SCAN_BYTES = 1_000_000
+
+
+def check_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment checks run in: the user's, without loope's own LOOPE_* variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPE_")}
+    env.update(extra or {})
+    return env
+
+
+def run_shell(
+    command: str,
+    *,
+    cwd: Path,
+    log: Path,
+    timeout: float | None,
+    cancel: threading.Event | None = None,
+    env: dict[str, str] | None = None,
+) -> ProcResult:
+    """``command`` through the shell, stdout and stderr interleaved into ``log``."""
+    return run_process(
+        ["/bin/sh", "-c", command],
+        cwd=cwd,
+        env=env if env is not None else check_env(),
+        timeout=timeout,
+        stdout_path=log,
+        cancel=cancel,
+        merge_stderr=True,
+        term_grace_s=5.0,
+    )
+
+
+@dataclass(frozen=True)
+class GateResult:
+    command: str
+    proc: ProcResult
+    output: str
+    """The end of the output (up to a megabyte), enough to find the failures."""
+    failures: tuple[tuple[str, str], ...]
+
+    @property
+    def passed(self) -> bool:
+        return self.proc.ok
+
+    def report(self) -> GateReport:
+        return GateReport(
+            command=self.command,
+            passed=self.passed,
+            exit_code=self.proc.exit_code,
+            failures=self.failures,
+            output=tail(self.output),
+            timed_out=self.proc.timed_out,
+        )
+
+
+def read_output(log: Path) -> str:
+    if not log.exists():
+        return ""
+    with log.open("rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - OUTPUT_SCAN_BYTES))
+        return handle.read().decode("utf-8", "replace")
+
+
+def run_gate(
+    command: str, *, cwd: Path, log: Path, timeout: float | None, cancel: threading.Event | None = None
+) -> GateResult:
+    """Run the gate once; pass/fail with the failing checks parsed from its output."""
+    from loope.verify.failures import parse_failures
+
+    proc = run_shell(command, cwd=cwd, log=log, timeout=timeout, cancel=cancel)
+    output = read_output(log)
+    if proc.start_error:
+        output = proc.start_error
+    failures = () if proc.ok else tuple((f.test, f.message) for f in parse_failures(output))
+    return GateResult(command, proc, output, failures)

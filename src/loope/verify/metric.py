@@ -1,0 +1,72 @@
+"""The metric: a command whose last printed number is the score; the median of K runs."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loope.engine.decide import median
+from loope.verify.gate import read_output, run_shell
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
+
+
+def parse_score(output: str) -> float | None:
+    """The last number printed, or None when there is none."""
+    last = None
+    for match in _NUMBER.finditer(output):
+        last = match.group(0)
+    if last is None:
+        return None
+    try:
+        return float(last)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    score: float | None
+    runs: list[float] = field(default_factory=list)
+    error: str | None = None
+    """Why there is no score: the command failed, or it printed no number."""
+    duration_s: float = 0.0
+
+
+def measure(
+    command: str,
+    *,
+    cwd: Path,
+    log_dir: Path,
+    repeat: int,
+    timeout: float | None,
+    cancel: threading.Event | None = None,
+) -> Measurement:
+    """Run the metric ``repeat`` times; the median score, or why there is none."""
+    runs: list[float] = []
+    started = time.monotonic()
+    for index in range(1, repeat + 1):
+        log = log_dir / (f"metric-{index}.log" if repeat > 1 else "metric.log")
+        proc = run_shell(command, cwd=cwd, log=log, timeout=timeout, cancel=cancel)
+        output = read_output(log)
+        if not proc.ok:
+            return Measurement(
+                None,
+                runs,
+                f"the metric command failed ({proc.describe()}): {command}",
+                time.monotonic() - started,
+            )
+        score = parse_score(output)
+        if score is None:
+            last = output.strip().splitlines()[-1:] or ["(no output)"]
+            return Measurement(
+                None,
+                runs,
+                f"the metric command printed no number (last line: {last[0][:120]!r}): {command}",
+                time.monotonic() - started,
+            )
+        runs.append(score)
+    return Measurement(median(runs), runs, None, time.monotonic() - started)

@@ -1,0 +1,131 @@
+"""Landing a run's changes in a directory, safely (DESIGN.md, Safety: Apply).
+
+Nothing is written outside the target (no ``..``, absolute paths or symlink escapes); a file the
+user changed since the run's base is a conflict unless forced; deletions need ``delete``. Every
+file is checked before the first one is written, so a refused apply leaves nothing half-done.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from loope.errors import LoopeError
+from loope.records.atomic import write_bytes
+from loope.workspace.git import Git, TreeEntry, blob_sha
+
+Action = Literal["add", "update", "delete", "skip", "same"]
+SYMLINK = "120000"
+EXECUTABLE = "100755"
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    path: str
+    action: Action
+    note: str = ""
+    conflict: str | None = None
+    entry: TreeEntry | None = None
+
+    def line(self) -> str:
+        mark = {"add": "A", "update": "M", "delete": "D", "skip": "-", "same": "="}[self.action]
+        text = f"{mark} {self.path}"
+        if self.conflict:
+            text += f"  (conflict: {self.conflict})"
+        elif self.note:
+            text += f"  ({self.note})"
+        return text
+
+
+def _inside(root: Path, path: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_path(target: Path, rel: str) -> Path:
+    """The destination of ``rel`` under ``target``; LoopeError when it would land outside it."""
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or ".." in pure.parts or ".git" in pure.parts or not pure.parts:
+        raise LoopeError(f"refusing to apply {rel!r}: the path leaves the target or enters .git")
+    root = target.resolve()
+    dest = target.joinpath(*pure.parts)
+    if not _inside(root, dest.parent.resolve()):
+        raise LoopeError(f"refusing to apply {rel!r}: a symlink in {target} leads outside it")
+    return dest
+
+
+def _current_sha(dest: Path) -> str | None:
+    if dest.is_symlink():
+        return blob_sha(os.readlink(dest).encode())
+    if dest.is_dir():
+        return "directory"
+    try:
+        return blob_sha(dest.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def plan(git: Git, base: str, head: str, target: Path, *, delete: bool, force: bool) -> list[PlannedFile]:
+    """What applying ``base..head`` to ``target`` would do to each file."""
+    changes = git.changes(base, head)
+    paths = [c.path for c in changes]
+    at_head = git.entries(head, paths)
+    at_base = git.entries(base, paths)
+    planned = []
+    for change in changes:
+        dest = _check_path(target, change.path)
+        new, old = at_head.get(change.path), at_base.get(change.path)
+        if new is not None and new.mode == SYMLINK:
+            link = git.blob(new.sha).decode("utf-8", "replace")
+            if os.path.isabs(link) or not _inside(target.resolve(), (dest.parent / link).resolve()):
+                raise LoopeError(f"refusing to apply {change.path!r}: it is a symlink to {link!r}, outside the target")
+        current = _current_sha(dest)
+        wanted = new.sha if new else None
+        if current == wanted:
+            planned.append(PlannedFile(change.path, "same", "already as in the run"))
+            continue
+        if new is None and not delete:
+            planned.append(PlannedFile(change.path, "skip", "deleted in the run; pass --delete to delete it"))
+            continue
+        conflict = None
+        if current != (old.sha if old else None) and not force:
+            conflict = "changed since the run started" if current else "deleted since the run started"
+            if old is None:
+                conflict = "already exists with other content"
+        action: Action = "delete" if new is None else ("update" if current else "add")
+        planned.append(PlannedFile(change.path, action, conflict=conflict, entry=new))
+    return planned
+
+
+def apply(git: Git, target: Path, planned: list[PlannedFile]) -> None:
+    """Write the planned files; call only after ``plan`` found no conflict."""
+    for item in planned:
+        dest = target.joinpath(*PurePosixPath(item.path).parts)
+        if item.action == "delete":
+            dest.unlink(missing_ok=True)
+            continue
+        if item.action not in ("add", "update") or item.entry is None:
+            continue
+        data = git.blob(item.entry.sha)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if item.entry.mode == SYMLINK:
+            if dest.is_symlink() or dest.exists():
+                dest.unlink()
+            os.symlink(data.decode("utf-8"), dest)
+            continue
+        if dest.is_symlink():
+            dest.unlink()
+        write_bytes(dest, data)
+        mode = 0o755 if item.entry.mode == EXECUTABLE else 0o644
+        os.chmod(dest, mode & ~_umask())
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current

@@ -1,0 +1,170 @@
+"""A thin git client over the one subprocess helper.
+
+Commits made here never run the user's hooks or signing, and carry loope's identity, so they work
+in any repository and on a machine with no git configuration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from loope.errors import LoopeError
+from loope.proc import ProcResult, run_process
+
+ChangeStatus = Literal["added", "modified", "deleted"]
+_STATUS: dict[str, ChangeStatus] = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
+
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "loope",
+    "GIT_AUTHOR_EMAIL": "loope@localhost",
+    "GIT_COMMITTER_NAME": "loope",
+    "GIT_COMMITTER_EMAIL": "loope@localhost",
+}
+_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "-c", "core.quotepath=off")
+
+
+class GitError(LoopeError):
+    """A git command failed where it should not have."""
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file's change between two commits."""
+
+    path: str
+    status: ChangeStatus
+    added: int | None
+    """Lines added; None for a binary file."""
+    removed: int | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"path": self.path, "status": self.status, "added": self.added, "removed": self.removed}
+
+    @property
+    def stat(self) -> str:
+        """``+3 −1``, or ``binary``."""
+        if self.added is None or self.removed is None:
+            return "binary"
+        return f"+{self.added} −{self.removed}"
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    mode: str
+    sha: str
+
+
+def blob_sha(data: bytes) -> str:
+    """The git object id a file with ``data`` would have."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+class Git:
+    """Git commands against one work tree, optionally with a separate git dir (a shadow repository)."""
+
+    def __init__(self, work_tree: Path, git_dir: Path | None = None, *, env: Mapping[str, str] | None = None) -> None:
+        self.work_tree = work_tree
+        self.git_dir = git_dir
+        self._env = dict(os.environ)
+        for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX"):
+            self._env.pop(var, None)
+        self._env.update(_IDENTITY)
+        self._env["GIT_TERMINAL_PROMPT"] = "0"
+        if git_dir is not None:
+            self._env["GIT_DIR"] = str(git_dir)
+            self._env["GIT_WORK_TREE"] = str(work_tree)
+        self._env.update(env or {})
+
+    def run(self, *args: str, stdin: bytes | None = None, check: bool = True) -> ProcResult:
+        result = run_process(["git", *_CONFIG, *args], cwd=self.work_tree, env=self._env, stdin=stdin, capture=True)
+        if check and not result.ok:
+            detail = result.stderr_tail.strip().splitlines()
+            raise GitError(f"git {args[0]} failed: {detail[-1] if detail else result.describe()}")
+        return result
+
+    def out(self, *args: str) -> str:
+        return self.run(*args).text.strip()
+
+    def rev(self, ref: str) -> str | None:
+        result = self.run("rev-parse", "--verify", "-q", f"{ref}^{{commit}}", check=False)
+        return result.text.strip() if result.ok else None
+
+    def tree_of(self, ref: str) -> str:
+        return self.out("rev-parse", f"{ref}^{{tree}}")
+
+    def add_all(self) -> None:
+        self.run("add", "-A", "--", ".")
+
+    def commit_staged(self, message: str, *, allow_empty: bool = False) -> str:
+        """Commit the index; the new commit."""
+        empty = ["--allow-empty"] if allow_empty else []
+        self.run("commit", "-q", "--no-verify", "--allow-empty-message", *empty, "-m", message)
+        return self.out("rev-parse", "HEAD")
+
+    def commit_all(self, message: str) -> str:
+        """Commit every change in the work tree, even none (a starting point needs a commit)."""
+        self.add_all()
+        return self.commit_staged(message, allow_empty=True)
+
+    def changes(self, old: str, new: str | None = None, paths: Sequence[str] = ()) -> list[FileChange]:
+        """Files changed from ``old`` to ``new`` (or to the index, when ``new`` is None)."""
+        span = [old, new] if new else ["--cached", old]
+        status_raw = self.run("diff", "--no-renames", "--name-status", "-z", *span, "--", *paths).text
+        numstat_raw = self.run("diff", "--no-renames", "--numstat", "-z", *span, "--", *paths).text
+        statuses: dict[str, ChangeStatus] = {}
+        parts = status_raw.split("\0")
+        for code, path in zip(parts[0::2], parts[1::2], strict=False):
+            if code:
+                statuses[path] = _STATUS.get(code[0], "modified")
+        counts: dict[str, tuple[int | None, int | None]] = {}
+        for record in numstat_raw.split("\0"):
+            fields = record.split("\t", 2)
+            if len(fields) == 3:
+                added, removed, path = fields
+                counts[path] = (_count(added), _count(removed))
+        return [FileChange(path, status, *counts.get(path, (None, None))) for path, status in statuses.items()]
+
+    def diff(self, old: str, new: str, paths: Sequence[str] = ()) -> str:
+        return self.run("diff", "--no-renames", "--no-color", old, new, "--", *paths).text
+
+    def reset_hard(self, commit: str) -> None:
+        """Make the work tree exactly ``commit``: tracked files restored, new files removed."""
+        self.run("reset", "-q", "--hard", commit)
+        self.run("clean", "-fdq")
+
+    def entries(self, ref: str, paths: Sequence[str]) -> dict[str, TreeEntry]:
+        """``ls-tree`` entries for ``paths`` at ``ref``."""
+        if not paths:
+            return {}
+        raw = self.run("ls-tree", "-z", "--full-tree", ref, "--", *paths).text
+        found: dict[str, TreeEntry] = {}
+        for record in raw.split("\0"):
+            if not record:
+                continue
+            meta, _, path = record.partition("\t")
+            mode, _kind, sha = meta.split()
+            found[path] = TreeEntry(mode, sha)
+        return found
+
+    def blob(self, sha: str) -> bytes:
+        return self.run("cat-file", "blob", sha).stdout or b""
+
+
+def _count(text: str) -> int | None:
+    return None if text == "-" else int(text)
+
+
+def toplevel(path: Path) -> Path | None:
+    """The root of the git work tree holding ``path``, or None when it is not in one."""
+    result = run_process(
+        ["git", "rev-parse", "--show-toplevel"],
+        cwd=path,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+        capture=True,
+    )
+    return Path(result.text.strip()) if result.ok and result.text.strip() else None

@@ -1,0 +1,201 @@
+"""Where agents work: a git worktree, a tracked copy, or the user's own tree under a shadow git dir.
+
+Every mode is git-backed, so snapshots, diffs, keep and revert cost what the change costs, not
+what the repository weighs. None of them touches the user's index, branch or files (in-place
+edits the files on purpose, and still leaves the user's ``.git`` alone).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from loope.errors import LoopeError
+from loope.proc import run_process
+from loope.records.atomic import write_text
+from loope.workspace.git import FileChange, Git, toplevel
+
+Mode = Literal["worktree", "copy", "in-place"]
+MODES: tuple[Mode, ...] = ("worktree", "copy", "in-place")
+
+LOOPE_DIR = ".loope"
+_IGNORE_ALL = "# loope's own files: never part of your repository\n*\n"
+
+
+def ensure_loope_dir(root: Path) -> Path:
+    """``root/.loope``, created with a .gitignore that keeps it out of git without the user's help."""
+    path = root / LOOPE_DIR
+    path.mkdir(parents=True, exist_ok=True)
+    ignore = path / ".gitignore"
+    if not ignore.exists():
+        write_text(ignore, _IGNORE_ALL)
+    return path
+
+
+@dataclass
+class Workspace:
+    """The tree the agents edit, and the git history loope keeps of it."""
+
+    mode: Mode
+    path: Path
+    """The directory agents run in (the workdir's counterpart inside the work tree)."""
+    git: Git
+    base: str
+    """The commit holding exactly what the user saw when the run started."""
+    head: str
+    """The last committed state."""
+    branch: str | None = None
+    git_dir: Path | None = None
+
+    # -- creating -----------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, workdir: Path, run_dir: Path, run_id: str, mode: Mode | None, branch: str | None) -> Workspace:
+        top = toplevel(workdir)
+        chosen: Mode = mode or ("worktree" if top else "copy")
+        if chosen == "worktree":
+            if top is None:
+                raise LoopeError(f"{workdir} is not in a git repository; run `git init` there or use --workspace copy")
+            return cls._worktree(workdir, top, run_dir, branch or f"loope/{run_id}")
+        if chosen == "copy":
+            return cls._copy(workdir, top, run_dir)
+        return cls._in_place(workdir, run_dir)
+
+    @classmethod
+    def _worktree(cls, workdir: Path, top: Path, run_dir: Path, branch: str) -> Workspace:
+        user = Git(top)
+        if user.rev(f"refs/heads/{branch}"):
+            raise LoopeError(f"branch {branch} already exists; pass another --branch or delete it")
+        base = _snapshot(user, run_dir / "snapshot.index")
+        tree = run_dir / "workspace"
+        user.run("worktree", "add", "-q", "-b", branch, str(tree), base)
+        sub = workdir.resolve().relative_to(top.resolve())
+        path = tree / sub
+        ensure_loope_dir(path)
+        return cls("worktree", path, Git(tree), base, base, branch=branch)
+
+    @classmethod
+    def _copy(cls, workdir: Path, top: Path | None, run_dir: Path) -> Workspace:
+        tree = run_dir / "workspace"
+        tree.mkdir(parents=True)
+        for rel in _visible_files(workdir, top):
+            _copy_entry(workdir / rel, tree / rel)
+        git_dir = run_dir / "shadow.git"
+        run_process(
+            ["git", "init", "-q", f"--separate-git-dir={git_dir}", str(tree)],
+            cwd=run_dir,
+            capture=True,
+        )
+        ensure_loope_dir(tree)
+        git = Git(tree)
+        base = git.commit_all("loope: the workdir as the run started")
+        return cls("copy", tree, git, base, base, git_dir=git_dir)
+
+    @classmethod
+    def _in_place(cls, workdir: Path, run_dir: Path) -> Workspace:
+        git_dir = run_dir / "shadow.git"
+        run_process(["git", "init", "-q", "--bare", str(git_dir)], cwd=run_dir, capture=True)
+        exclude = git_dir / "info" / "exclude"
+        write_text(exclude, f"/{LOOPE_DIR}/\n")
+        git = Git(workdir, git_dir)
+        git.run("config", "core.bare", "false")
+        base = git.commit_all("loope: the workdir as the run started")
+        return cls("in-place", workdir, git, base, base, git_dir=git_dir)
+
+    # -- reopening (resume, apply, show) ------------------------------------------------------
+
+    @classmethod
+    def reopen(
+        cls, *, mode: Mode, path: Path, base: str, head: str, branch: str | None, git_dir: Path | None
+    ) -> Workspace:
+        git = Git(path, git_dir) if mode == "in-place" else Git(path)
+        return cls(mode, path, git, base, head, branch=branch, git_dir=git_dir)
+
+    # -- per step -----------------------------------------------------------------------------
+
+    def commit(self, message: str) -> list[FileChange]:
+        """Commit what changed since ``head``; the changed files (empty when nothing changed)."""
+        self.git.add_all()
+        changes = self.git.changes(self.head)
+        if changes:
+            self.head = self.git.commit_staged(message)
+        return changes
+
+    def pending(self) -> list[FileChange]:
+        """What changed in the tree since ``head`` (staged as a side effect, never committed)."""
+        self.git.add_all()
+        return self.git.changes(self.head)
+
+    def restore(self, paths: list[str]) -> None:
+        """Put ``paths`` back as they are at ``head`` (deleting files that did not exist there)."""
+        if not paths:
+            return
+        existing = set(self.git.entries(self.head, paths))
+        tracked = [p for p in paths if p in existing]
+        if tracked:
+            self.git.run("checkout", self.head, "--", *tracked)
+        for rel in paths:
+            if rel not in existing:
+                self.git.run("rm", "-q", "--cached", "--ignore-unmatch", "--", rel)
+                (self.git.work_tree / rel).unlink(missing_ok=True)
+
+    def reset(self, commit: str) -> None:
+        """Discard everything after ``commit``."""
+        self.git.reset_hard(commit)
+        self.head = commit
+
+    def keep_ref(self, name: str, commit: str) -> None:
+        """Keep ``commit`` reachable under ``refs/loope/<name>`` (a reverted attempt, say)."""
+        self.git.run("update-ref", f"refs/loope/{name}", commit)
+
+    def changes(self, old: str | None = None, new: str | None = None) -> list[FileChange]:
+        return self.git.changes(old or self.base, new or self.head)
+
+    def diff(self, old: str | None = None, new: str | None = None) -> str:
+        return self.git.diff(old or self.base, new or self.head)
+
+
+def _snapshot(git: Git, index_file: Path) -> str:
+    """A commit of the work tree exactly as it is (untracked, non-ignored files included).
+
+    A private copy of the index does the staging, so the user's own index stays as it was.
+    """
+    head = git.rev("HEAD")
+    real_index = Path(git.out("rev-parse", "--path-format=absolute", "--git-path", "index"))
+    if real_index.exists():
+        shutil.copyfile(real_index, index_file)
+    private = Git(git.work_tree, env={"GIT_INDEX_FILE": str(index_file)})
+    try:
+        private.add_all()
+        tree = private.out("write-tree")
+    finally:
+        index_file.unlink(missing_ok=True)
+    if head and git.tree_of(head) == tree:
+        return head
+    parents = ["-p", head] if head else []
+    return git.out("commit-tree", tree, *parents, "-m", "loope: uncommitted changes as the run started")
+
+
+def _visible_files(workdir: Path, top: Path | None) -> list[str]:
+    """Paths (relative to ``workdir``) of what the user sees: in git, tracked and untracked, not ignored."""
+    if top is not None:
+        listing = Git(workdir).run("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", ".").text
+        return sorted({p for p in listing.split("\0") if p and os.path.lexists(workdir / p)})
+    found: list[str] = []
+    for root, dirs, files in os.walk(workdir):
+        dirs[:] = [d for d in dirs if d not in (LOOPE_DIR, ".git")]
+        rel_root = Path(root).relative_to(workdir)
+        found.extend(str(rel_root / name) for name in files)
+        found.extend(str(rel_root / d) for d in dirs if (Path(root) / d).is_symlink())
+    return sorted(found)
+
+
+def _copy_entry(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_symlink():
+        os.symlink(os.readlink(src), dst)
+    else:
+        shutil.copy2(src, dst)
