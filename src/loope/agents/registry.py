@@ -11,6 +11,17 @@ from loope.agents.base import AdapterInfo, Agent
 from loope.errors import LoopeError
 
 _ADAPTERS: dict[str, str] = {
+    "claude": "loope.agents.claude:ClaudeAgent",
+    "codex": "loope.agents.codex:CodexAgent",
+    "gemini": "loope.agents.gemini:GeminiAgent",
+    "opencode": "loope.agents.opencode:OpenCodeAgent",
+    "cursor": "loope.agents.cursor:CursorAgent",
+    "amp": "loope.agents.amp:AmpAgent",
+    "copilot": "loope.agents.copilot:CopilotAgent",
+    "goose": "loope.agents.goose:GooseAgent",
+    "aider": "loope.agents.aider:AiderAgent",
+    "qwen": "loope.agents.qwen:QwenAgent",
+    "kiro": "loope.agents.kiro:KiroAgent",
     "stub": "loope.agents.stub:StubAgent",
 }
 

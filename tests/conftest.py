@@ -1,0 +1,141 @@
+"""Shared fixtures: real git repositories in tmp_path, scripted exec: agents, and the CLI in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from loope.cli.main import run_cli
+
+PYTHON = shlex.quote(sys.executable)
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test User",
+    "GIT_AUTHOR_EMAIL": "user@example.com",
+    "GIT_COMMITTER_NAME": "Test User",
+    "GIT_COMMITTER_EMAIL": "user@example.com",
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git as the user would (their own identity), returning stdout."""
+    env = {**os.environ, **GIT_ENV}
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+@dataclass
+class Project:
+    """A user's project: a directory, usually a git repository with a first commit."""
+
+    path: Path
+
+    def write(self, rel: str, text: str) -> Path:
+        target = self.path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text))
+        return target
+
+    def read(self, rel: str) -> str:
+        return (self.path / rel).read_text()
+
+    def git(self, *args: str) -> str:
+        return git(self.path, *args)
+
+    def commit(self, message: str = "change") -> None:
+        self.git("add", "-A")
+        self.git("commit", "-qm", message)
+
+    def runs(self) -> list[Path]:
+        root = self.path / ".loope" / "runs"
+        return sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []
+
+    def run_json(self, index: int = -1) -> dict:
+        return json.loads((self.runs()[index] / "run.json").read_text())
+
+
+CALC = '''\
+def add(a, b):
+    return a - b
+'''
+
+CALC_TESTS = '''\
+from calc import add
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_add_negative():
+    assert add(-2, -3) == -5
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    """A git repository holding a buggy calc.py and its pytest tests, committed."""
+    proj = Project(tmp_path / "proj")
+    proj.path.mkdir()
+    proj.git("init", "-q", "-b", "main")
+    proj.write("calc.py", CALC)
+    proj.write("tests/test_calc.py", CALC_TESTS)
+    proj.write(".gitignore", "__pycache__/\n.pytest_cache/\n")
+    proj.commit("initial")
+    return proj
+
+
+@pytest.fixture
+def agent_script(tmp_path: Path):
+    """Write a Python exec: agent and return its ``exec:`` spec. The body reads the prompt from ``prompt``."""
+    counter = iter(range(1000))
+
+    def make(body: str, name: str | None = None) -> str:
+        path = tmp_path / "agents" / f"{name or 'agent'}_{next(counter)}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = "import json, os, sys, pathlib\nprompt = sys.stdin.read()\n"
+        path.write_text(header + textwrap.dedent(body))
+        return f"exec:{PYTHON} {shlex.quote(str(path))}"
+
+    return make
+
+
+GATE = f"{PYTHON} -m pytest -q -p no:cacheprovider"
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    """Run ``loope ARGS`` in-process (as the console script would) and capture its output."""
+
+    def invoke(*args: str, cwd: Path | None = None) -> CliResult:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        code = run_cli(list(args))
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return invoke
+
+
+@pytest.fixture(autouse=True)
+def _no_user_agents(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tests never reach a real agent login or the user's loope settings by accident."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.delenv("LOOPE_DEBUG", raising=False)
+    yield
