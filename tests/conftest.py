@@ -139,3 +139,48 @@ def _no_user_agents(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.delenv("LOOPE_DEBUG", raising=False)
     yield
+
+
+# -- helpers for the core loop tests ----------------------------------------------------------
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting to be reaped counts as dead)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def gone(pid: int, within_s: float = 10.0) -> bool:
+    """Whether ``pid`` is dead, giving a killed process time to be reaped (not a timing assertion)."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def no_loope_runs(path: Path) -> bool:
+    """Whether ``path`` holds no run directory (a refused run must leave nothing half-written)."""
+    runs = path / ".loope" / "runs"
+    return not runs.exists() or not any(runs.iterdir())
+
+
+def one_error_line(err: str) -> str:
+    """The single ``loope: error:`` line of ``err``; fails on anything more (a traceback, say)."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("loope: error: "), err
+    assert "Traceback" not in err
+    return lines[0]

@@ -104,6 +104,11 @@ class _Stream:
         return "\n".join(self.tail)
 
 
+def kill_group(pgid: int) -> None:
+    """SIGKILL a whole process group (one left behind by a runner that died)."""
+    _signal_group(pgid, signal.SIGKILL)
+
+
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -140,13 +145,15 @@ def run_process(
     capture: bool = False,
     merge_stderr: bool = False,
     term_grace_s: float = 30.0,
+    on_spawn: Callable[[int], None] | None = None,
 ) -> ProcResult:
     """Run ``argv`` to completion in its own process group and report how it ended.
 
     ``stdin`` is written then closed (None gives the process a closed stdin). A timeout or a set
     ``cancel`` event sends SIGTERM to the group and SIGKILL ``term_grace_s`` later; when the process
     ends, anything it left running in its group is killed too. ``merge_stderr`` interleaves stderr
-    into stdout, as a terminal would show it.
+    into stdout, as a terminal would show it. ``on_spawn`` receives the process group id as soon as
+    the process exists (so another runner can kill an orphaned group later).
     """
     argv_t = tuple(argv)
     started = time.monotonic()
@@ -170,6 +177,8 @@ def run_process(
             return ProcResult(argv_t, None, 0.0, start_error=f"permission denied running {argv_t[0]}")
         except NotADirectoryError:
             return ProcResult(argv_t, None, 0.0, start_error=f"not a directory: {cwd}")
+        if on_spawn is not None:
+            on_spawn(proc.pid)
         assert proc.stdout is not None
         out = _Stream(proc.stdout, out_sink, on_stdout_line, capture)
         streams = [out]

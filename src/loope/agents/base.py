@@ -89,6 +89,8 @@ class AgentRequest:
     """Extra environment for the agent, on top of the caller's."""
     cancel: threading.Event | None = None
     on_event: Callable[[AgentEvent], None] = _ignore
+    on_spawn: Callable[[int], None] | None = None
+    """Told the process group id of the agent's process as soon as it starts."""
 
     @property
     def mode(self) -> Mode:

@@ -56,6 +56,8 @@ class ProcessAgent:
     transcript_name: ClassVar[str] = "transcript.jsonl"
     home_env: ClassVar[tuple[str, ...]] = ()
     """Variables that point the CLI at a private config dir under ``--isolate-home``."""
+    alternate_binaries: ClassVar[tuple[str, ...]] = ()
+    """Other names the CLI is installed under (cursor: ``cursor-agent`` or ``agent``)."""
 
     def __init__(self, model: str | None = None, *, options: Mapping[str, Any] | None = None) -> None:
         self.model = model
@@ -75,6 +77,17 @@ class ProcessAgent:
         session.texts.append(line)
         return ()
 
+    def new_session(self, request: AgentRequest) -> Session:
+        """The parse state for one run; adapters that track more keep it in a Session subclass."""
+        return Session(model=self.model)
+
+    def finish(self, proc: ProcResult, session: Session) -> Iterable[AgentEvent]:
+        """Events known only once the process ended, however it ended (a timeout or kill included).
+
+        For CLIs that report totals in a last line that may never come: what the partial output says.
+        """
+        return ()
+
     def judge(self, proc: ProcResult, session: Session) -> str | None:
         """Why the step failed, or None. Subclasses add the failures their CLI hides behind exit 0."""
         if proc.exit_code == 0:
@@ -90,9 +103,12 @@ class ProcessAgent:
         return f"LOOPE_{_ENV_SAFE.sub('_', cls.name.upper())}_BIN"
 
     def binary(self) -> str:
-        """The program to run: loope.toml's ``bin``, else ``LOOPE_<NAME>_BIN``, else the default."""
+        """The program to run: loope.toml's ``bin``, else ``LOOPE_<NAME>_BIN``, else the first installed name."""
         configured = self.options.get("bin") or os.environ.get(self.binary_env_var())
-        return str(configured or self.info.binary)
+        if configured:
+            return str(configured)
+        names = [str(self.info.binary), *self.alternate_binaries]
+        return next((name for name in names if shutil.which(name)), names[0])
 
     def extra_args(self) -> list[str]:
         return [str(a) for a in self.options.get("args", [])]
@@ -113,17 +129,19 @@ class ProcessAgent:
         missing = self._missing_binary(argv[0])
         if missing:
             return AgentResult(ok=False, message="", error=missing)
-        session = Session(model=self.model)
+        session = self.new_session(request)
 
-        def on_line(line: str) -> None:
-            if not line.strip():
-                return
-            for event in self.parse_line(line, session):
+        def report(events: Iterable[AgentEvent]) -> None:
+            for event in events:
                 if event.kind == "usage":
                     session.add_usage(event)
                 elif event.kind == "action":
                     session.last_action = event.describe()
                 request.on_event(event)
+
+        def on_line(line: str) -> None:
+            if line.strip():
+                report(self.parse_line(line, session))
 
         proc = run_process(
             argv,
@@ -135,7 +153,9 @@ class ProcessAgent:
             stderr_path=request.step_dir / "stderr.log",
             on_stdout_line=on_line,
             cancel=request.cancel,
+            on_spawn=request.on_spawn,
         )
+        report(self.finish(proc, session))
         return self._result(proc, session, request)
 
     def _missing_binary(self, program: str) -> str | None:

@@ -8,10 +8,10 @@ from typing import Literal
 
 VerdictValue = Literal["PASS", "BLOCK"]
 
-# A whole line reading "VERDICT: PASS|BLOCK", allowing markdown around it (**, `, >, #, -, _).
-_VERDICT = re.compile(r"^[\s>#*_`~\-]*verdict\s*[:=]\s*[*_`~]*\s*(pass|block)\b[\s*_`~.!]*$", re.I)
+# A whole line reading "VERDICT: PASS|BLOCK", allowing markdown around and inside it (**, `, >, #, -, _).
+_VERDICT = re.compile(r"^[\s>#*_`~\-]*verdict[*_`~]*\s*[:=]\s*[*_`~]*\s*(pass|block)\b[\s*_`~.!]*$", re.I)
 _BLOCKER = re.compile(
-    r"\b(blocking|blocker|must (be )?fix|must change|changes requested|request changes|do not merge"
+    r"\b(blocking|blocker|must (be )?fix(ed)?|must change|changes requested|request changes|do not merge"
     r"|not (be )?(approved|acceptable|mergeable)|reject(ed)?|fails? to meet|critical (bug|issue))\b",
     re.I,
 )

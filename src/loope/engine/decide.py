@@ -82,13 +82,15 @@ def median(scores: list[float]) -> float:
 def improves(
     score: float, best: float | None, direction: Direction, min_improvement: tuple[float, bool] = (0.0, False)
 ) -> bool:
-    """Whether ``score`` beats ``best`` by more than the minimum (absolute, or relative to ``best``)."""
+    """Whether ``score`` beats ``best`` by at least the minimum (absolute, or relative to ``best``)."""
     if best is None:
         return True
     amount, relative = min_improvement
     needed = abs(best) * amount if relative else amount
     gain = best - score if direction == "lower" else score - best
-    return gain > needed or (needed == 0 and gain > 0)
+    # The minimum is the smallest gain that counts; the tolerance absorbs float noise (10 - 9.8 < 0.2).
+    tolerance = 1e-9 * max(1.0, abs(best), abs(score))
+    return gain > 0 and gain >= needed - tolerance
 
 
 def reached(score: float | None, target: float | None, direction: Direction) -> bool:

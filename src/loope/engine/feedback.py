@@ -36,13 +36,15 @@ class Findings:
 
 
 def tail(text: str, *, lines: int = TAIL_LINES, limit: int = TAIL_BYTES) -> str:
-    """The last ``lines`` lines of ``text``, cut to at most ``limit`` bytes (at a line boundary)."""
+    """The last ``lines`` lines of ``text``, cut to at most ``limit`` bytes (at a line boundary when one fits)."""
     kept = text.rstrip().splitlines()[-lines:]
     out: list[str] = []
     size = 0
     for line in reversed(kept):
         encoded = len(line.encode("utf-8")) + 1
         if size + encoded > limit:
+            if not out:  # one line longer than the limit: keep its end rather than nothing
+                out.append(line.encode("utf-8")[-limit:].decode("utf-8", "ignore"))
             break
         out.append(line)
         size += encoded

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -16,13 +18,13 @@ from loope.engine import decide as decisions
 from loope.engine.events import EventBus, EventsFile, Observer
 from loope.engine.feedback import Findings, GateReport, compose, failure_signature
 from loope.engine.prompts import PromptContext, changes_block
-from loope.engine.state import Halt, RunState
+from loope.engine.state import Halt, RunnerLock, RunState
 from loope.engine.steps import AgentStep, StepRunner
 from loope.errors import LoopeError
 from loope.records import ledger
 from loope.records import state as state_file
 from loope.records.atomic import append_line, write_text
-from loope.records.model import RunRecord, WorkspaceInfo, now_iso
+from loope.records.model import RunRecord, Totals, WorkspaceInfo, now_iso
 from loope.records.report import ReportWriter
 from loope.records.rundir import RunDir
 from loope.spec import LoopSpec, parse_min_improvement
@@ -37,7 +39,7 @@ class Control(Protocol):
 
 
 class Memory(Protocol):
-    def recall(self, goal: str) -> str: ...
+    def recall(self, goal: str, *, exclude: str | None = None) -> str: ...
 
     def remember(self, record: RunRecord, rundir: RunDir) -> None: ...
 
@@ -125,10 +127,12 @@ class Engine:
     def prepare(self) -> RunState:
         spec = self.spec
         rundir = RunDir.allocate(spec.workdir, spec.goal)
+        self._lock(rundir)
         try:
             write_text(rundir / "spec.json", spec.model_dump_json(indent=2) + "\n")
             workspace = Workspace.create(spec.workdir, rundir.root, rundir.run_id, spec.workspace, spec.branch)
         except BaseException:
+            self.lock.release()
             _discard(rundir)
             raise
         record = RunRecord(
@@ -158,12 +162,67 @@ class Engine:
         self._emit_started()
         return self.run_state
 
+    @classmethod
+    def resume(
+        cls,
+        rundir: RunDir,
+        *,
+        observers: Iterable[Observer] = (),
+        control: Control | None = None,
+        memory: Memory | None = None,
+        services: Any = None,
+    ) -> Engine:
+        """Pick up a prepared or interrupted run after its last completed iteration.
+
+        The cut-short iteration's changes are discarded and its steps set aside under
+        ``agents/discarded/``; counters and budgets carry over from the completed ones.
+        """
+        spec = LoopSpec.model_validate_json((rundir / "spec.json").read_text(encoding="utf-8"))
+        record = RunRecord.from_dict(rundir.read_json("run.json"))
+        engine = cls(spec, observers=observers, control=control, memory=memory)
+        if record.status != "running":
+            raise LoopeError(
+                f"run {record.run_id} already finished ({record.status}); start a new one with `loope run`"
+            )
+        engine._lock(rundir)
+        if services is not None:
+            services(engine, spec)
+        done = record.completed
+        workspace = reopen_workspace(record.workspace)
+        workspace.reset(record.completed_head or workspace.base)
+        kept = [s for s in record.steps if s.iteration <= done]
+        _set_aside(rundir, max((s.id for s in kept), default=0))
+        _truncate_ledger(rundir, done)
+        record.steps = kept
+        record.totals = Totals()
+        for step in kept:
+            record.totals.add(step)
+        record.iterations = done
+        record.status, record.stop_reason, record.stop_detail, record.finished_at = "running", None, None, None
+        record.converged = False
+        record.elapsed_before_s = record.duration_s
+        engine.loop = LoopState(**record.loop) if record.loop else LoopState()
+        engine._attach(rundir, workspace, record)
+        engine.run_state.next_step = max((s.id for s in kept), default=0) + 1
+        engine.run_state.save()
+        engine._emit_started()
+        return engine
+
+    def _lock(self, rundir: RunDir) -> None:
+        self.lock = RunnerLock(rundir / "runner.lock")
+        if not self.lock.acquire():
+            raise LoopeError(
+                f"run {rundir.run_id} is being run by another process (pid {self.lock.holder()});"
+                f" stop it first with `loope stop {rundir.run_id}`"
+            )
+
     def _attach(self, rundir: RunDir, workspace: Workspace, record: RunRecord) -> None:
         spec = self.spec
         self.bus.run_id = rundir.run_id
         self.bus.error_log = rundir / "observer-errors.log"
         self.bus.observers[:0] = [EventsFile(rundir / "events.jsonl"), ReportWriter(rundir)]
         state_path = workspace.path / LOOPE_DIR / "state.md"
+        record.pid = os.getpid()
         self._run = RunState(spec, rundir, workspace, record, self.bus, state_path)
         self._guard = Guard(
             workspace,
@@ -188,6 +247,11 @@ class Engine:
             "run_started",
             goal=spec.goal,
             workdir=str(spec.workdir),
+            run_dir=str(self.run_state.rundir.root),
+            state_file=str(self.run_state.state_file),
+            success_cmd=spec.success_cmd,
+            pid=record.pid,
+            started_at=record.started_at,
             workspace=record.to_dict()["workspace"],
             implementer=spec.implementer,
             reviewers=list(spec.reviewers),
@@ -213,7 +277,9 @@ class Engine:
                 self.memories = self._recall()
             if first == 1 and spec.design and self.contract is None:
                 self._design()
-            if first == 1 and spec.metric_mode:
+            if first == 1 and spec.metric_mode and not any(
+                s.iteration == 0 and s.role == "verifier" for s in run.record.steps
+            ):
                 self._baseline()
             for iteration in range(first, spec.max_iters + 1):
                 self._iteration(iteration)
@@ -229,7 +295,10 @@ class Engine:
         except Exception as exc:
             write_text(run.rundir / "error.log", traceback.format_exc())
             reason, detail = "failed", f"loope failed: {type(exc).__name__}: {exc} (see error.log)"
-        self._finalize(reason, detail)
+        try:
+            self._finalize(reason, detail)
+        finally:
+            self.lock.release()
         return run.record
 
     # -- one iteration ------------------------------------------------------------------------
@@ -560,7 +629,7 @@ class Engine:
     def _recall(self) -> str:
         assert self.memory is not None
         try:
-            return self.memory.recall(self.spec.goal)
+            return self.memory.recall(self.spec.goal, exclude=self.run_state.record.run_id)
         except Exception as exc:
             append_line(self.run_state.rundir / "observer-errors.log", f"{now_iso()} recall failed: {exc!r}")
             return ""
@@ -630,6 +699,45 @@ def _discard(rundir: RunDir) -> None:
     from loope.proc import run_process
 
     run_process(["git", "worktree", "prune"], cwd=rundir.workdir, capture=True)
+
+
+def _set_aside(rundir: RunDir, last_kept: int) -> None:
+    """Kill what the steps after ``last_kept`` left running, and move their directories to ``agents/discarded/``.
+
+    Agents run in their own process groups, so a runner killed with SIGKILL leaves its step's
+    processes behind; they must be gone before the workspace is reset, or they write into it.
+    """
+    from loope.proc import kill_group
+
+    if not rundir.agents.is_dir():
+        return
+    target = rundir.agents / "discarded" / time.strftime("%Y%m%d-%H%M%S")
+    for source in sorted(rundir.agents.iterdir()):
+        number = source.name.split("-", 1)[0]
+        if not (number.isdigit() and int(number) > last_kept):
+            continue
+        pid_file = source / "process.pid"
+        if pid_file.exists() and pid_file.read_text().strip().isdigit():
+            kill_group(int(pid_file.read_text()))
+        target.mkdir(parents=True, exist_ok=True)
+        source.rename(target / source.name)
+
+
+def _truncate_ledger(rundir: RunDir, completed: int) -> None:
+    """Drop ledger and score lines of iterations after ``completed`` (a cut-short one)."""
+    path = rundir / "ledger.jsonl"
+    if path.exists():
+        kept = [a for a in ledger.load(path) if a.iteration <= completed]
+        write_text(path, "".join(json.dumps(a.__dict__, ensure_ascii=False) + "\n" for a in kept))
+    log = rundir / "score.log"
+    if log.exists():
+        lines = [ln for ln in log.read_text(encoding="utf-8").splitlines() if _score_iteration(ln) <= completed]
+        write_text(log, "".join(f"{ln}\n" for ln in lines))
+
+
+def _score_iteration(line: str) -> int:
+    parts = line.split("\t")
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
 def reopen_workspace(info: WorkspaceInfo) -> Workspace:

@@ -80,3 +80,39 @@ class RunState:
         if spec.max_time is not None and self.elapsed() >= spec.max_time:
             return f"ran {self.elapsed():.0f}s of --max-time {spec.max_time:g}s"
         return None
+
+
+class RunnerLock:
+    """One runner per run: an exclusive lock on ``runner.lock`` that dies with the process holding it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        import fcntl
+        import os
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        import os
+
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def holder(self) -> str:
+        try:
+            return self.path.read_text().strip() or "?"
+        except OSError:
+            return "?"

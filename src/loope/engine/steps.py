@@ -13,7 +13,7 @@ from loope.agents.verdict import Verdict, parse_verdict
 from loope.engine.state import RunState
 from loope.records.atomic import append_line, write_text
 from loope.records.model import StepRecord
-from loope.verify.gate import GateResult, read_output, run_gate, run_shell
+from loope.verify.gate import GateResult, pid_recorder, read_output, run_gate, run_shell
 from loope.verify.metric import Measurement
 from loope.workspace.git import FileChange
 from loope.workspace.guard import Guard
@@ -109,6 +109,7 @@ class StepRunner:
             isolate_home=run.spec.isolate_home,
             cancel=run.cancel,
             on_event=on_event,
+            on_spawn=pid_recorder(step_dir),
         )
         started = time.monotonic()
         result = agent.run(request)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,11 @@ def run_shell(
     cancel: threading.Event | None = None,
     env: dict[str, str] | None = None,
 ) -> ProcResult:
-    """``command`` through the shell, stdout and stderr interleaved into ``log``."""
+    """``command`` through the shell, stdout and stderr interleaved into ``log``.
+
+    The process group id goes to ``<log dir>/process.pid`` so a resumed run can kill it if its
+    runner died while the command ran.
+    """
     return run_process(
         ["/bin/sh", "-c", command],
         cwd=cwd,
@@ -39,7 +44,17 @@ def run_shell(
         cancel=cancel,
         merge_stderr=True,
         term_grace_s=5.0,
+        on_spawn=pid_recorder(log.parent),
     )
+
+
+def pid_recorder(step_dir: Path) -> Callable[[int], None]:
+    """A callback that notes a step's process group in ``step_dir/process.pid``."""
+
+    def record(pgid: int) -> None:
+        (step_dir / "process.pid").write_text(f"{pgid}\n")
+
+    return record
 
 
 @dataclass(frozen=True)

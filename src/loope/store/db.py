@@ -1,0 +1,175 @@
+"""The SQLite control plane and index (``.loope/loope.db``): runs, steps, lessons, stop flags.
+
+The run directory stays the record; the store answers "what is running", carries stop requests
+between processes, and keeps lessons for later runs. Every operation opens its own short
+connection (WAL mode), so the engine's threads and other loope processes never share one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from loope.errors import LoopeError
+from loope.store.migrations import migrate
+
+DB_NAME = "loope.db"
+BUSY_TIMEOUT_S = 5.0
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with self._connect() as conn:
+            migrate(conn)
+
+    @classmethod
+    def for_project(cls, workdir: Path) -> Store:
+        from loope.workspace.workspace import ensure_loope_dir
+
+        return cls(ensure_loope_dir(workdir) / DB_NAME)
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        try:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise LoopeError(f"cannot open the run database {self.path}: {exc}") from None
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            yield conn
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise LoopeError(
+                    f"the run database {self.path} is locked by another process; retry in a moment"
+                ) from None
+            raise LoopeError(f"the run database {self.path} failed: {exc}") from None
+        except sqlite3.DatabaseError as exc:
+            raise LoopeError(
+                f"the run database {self.path} is unreadable ({exc}); move it aside and loope starts a new one"
+                " (run directories are kept)"
+            ) from None
+        finally:
+            conn.close()
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def add_run(self, row: dict[str, Any]) -> None:
+        columns = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        with self._connect() as conn:
+            conn.execute(f"INSERT OR REPLACE INTO runs ({columns}) VALUES ({marks})", tuple(row.values()))
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        if not fields:
+            return
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        with self._connect() as conn:
+            conn.execute(f"UPDATE runs SET {sets} WHERE id = ?", (*fields.values(), run_id))
+
+    def add_step(self, run_id: str, step: dict[str, Any]) -> None:
+        with self._connect() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO steps (run_id, step, iteration, role, adapter, ok, verdict, cost_usd,"
+                " duration_s, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    step["step"],
+                    step["iteration"],
+                    step["role"],
+                    step["adapter"],
+                    int(bool(step.get("ok", True))),
+                    step.get("verdict"),
+                    step.get("cost_usd") or 0.0,
+                    step.get("duration_s") or 0.0,
+                    step.get("error"),
+                ),
+            )
+
+    def drop_steps_after(self, run_id: str, iteration: int) -> None:
+        with self._connect() as conn:
+            conn.execute("DELETE FROM steps WHERE run_id = ? AND iteration > ?", (run_id, iteration))
+
+    def get(self, run_id: str) -> dict[str, Any] | None:
+        with self._connect() as conn:
+            row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return _row(row) if row else None
+
+    def running(self) -> list[dict[str, Any]]:
+        with self._connect() as conn:
+            rows = conn.execute("SELECT * FROM runs WHERE status = 'running' ORDER BY started_at").fetchall()
+        return [_row(r) for r in rows]
+
+    def recent(self, limit: int = 50) -> list[dict[str, Any]]:
+        with self._connect() as conn:
+            rows = conn.execute("SELECT * FROM runs ORDER BY started_at DESC, id DESC LIMIT ?", (limit,)).fetchall()
+        return [_row(r) for r in rows]
+
+    def steps(self, run_id: str) -> list[dict[str, Any]]:
+        with self._connect() as conn:
+            rows = conn.execute("SELECT * FROM steps WHERE run_id = ? ORDER BY step", (run_id,)).fetchall()
+        return [dict(r) for r in rows]
+
+    # -- stop requests ------------------------------------------------------------------------
+
+    def request_stop(self, run_id: str, *, now: bool = False) -> None:
+        self.update_run(run_id, interrupt=1, interrupt_now=int(now))
+
+    def stop_flags(self, run_id: str) -> tuple[bool, bool]:
+        """(stop before the next step, also kill the step in flight)."""
+        with self._connect() as conn:
+            row = conn.execute("SELECT interrupt, interrupt_now FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return (bool(row[0]), bool(row[1])) if row else (False, False)
+
+    def clear_stop(self, run_id: str) -> None:
+        self.update_run(run_id, interrupt=0, interrupt_now=0)
+
+    # -- notifications ------------------------------------------------------------------------
+
+    def notification_ids(self, run_id: str) -> dict[str, Any]:
+        run = self.get(run_id)
+        return dict(run["notification_ids"]) if run else {}
+
+    def set_notification_ids(self, run_id: str, ids: dict[str, Any]) -> None:
+        self.update_run(run_id, notification_ids=json.dumps(ids))
+
+    # -- lessons ------------------------------------------------------------------------------
+
+    def add_lesson(self, lesson: dict[str, Any]) -> None:
+        columns = ", ".join(lesson)
+        marks = ", ".join("?" for _ in lesson)
+        with self._connect() as conn:
+            conn.execute("DELETE FROM lessons WHERE run_id = ?", (lesson["run_id"],))
+            conn.execute(f"INSERT INTO lessons ({columns}) VALUES ({marks})", tuple(lesson.values()))
+
+    def search_lessons(self, query: str, *, exclude: str | None = None, limit: int = 3) -> list[dict[str, Any]]:
+        """The lessons best matching ``query`` (an FTS5 expression), best first."""
+        if not query:
+            return []
+        with self._connect() as conn:
+            rows = conn.execute(
+                "SELECT *, bm25(lessons) AS rank FROM lessons WHERE lessons MATCH ? AND run_id != ?"
+                " ORDER BY rank LIMIT ?",
+                (query, exclude or "", limit),
+            ).fetchall()
+        return [dict(r) for r in rows]
+
+    def lessons(self) -> list[dict[str, Any]]:
+        with self._connect() as conn:
+            rows = conn.execute("SELECT * FROM lessons ORDER BY created_at DESC").fetchall()
+        return [dict(r) for r in rows]
+
+
+def _row(row: sqlite3.Row) -> dict[str, Any]:
+    data = dict(row)
+    try:
+        data["notification_ids"] = json.loads(data.get("notification_ids") or "{}")
+    except ValueError:
+        data["notification_ids"] = {}
+    return data

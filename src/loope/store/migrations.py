@@ -1,0 +1,127 @@
+"""The store's schema, as an ordered list of migrations; each applied one is recorded in a table."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "runs and steps",
+        """
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            goal TEXT NOT NULL,
+            workdir TEXT NOT NULL,
+            run_dir TEXT NOT NULL,
+            workspace TEXT,
+            state_file TEXT,
+            success_cmd TEXT,
+            max_iters INTEGER,
+            max_cost REAL,
+            max_tokens INTEGER,
+            max_time REAL,
+            status TEXT NOT NULL DEFAULT 'running',
+            iterations INTEGER NOT NULL DEFAULT 0,
+            total_cost REAL NOT NULL DEFAULT 0,
+            total_tokens INTEGER NOT NULL DEFAULT 0,
+            interrupt INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT,
+            started_at TEXT NOT NULL,
+            last_tick_at TEXT,
+            finished_at TEXT,
+            runner_pid INTEGER
+        );
+        CREATE INDEX runs_status ON runs(status);
+        CREATE TABLE steps (
+            run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            step INTEGER NOT NULL,
+            iteration INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            adapter TEXT NOT NULL,
+            ok INTEGER NOT NULL,
+            verdict TEXT,
+            cost_usd REAL NOT NULL DEFAULT 0,
+            duration_s REAL NOT NULL DEFAULT 0,
+            error TEXT,
+            PRIMARY KEY (run_id, step)
+        );
+        """,
+    ),
+    Migration(
+        2,
+        "stop now, and notification ids",
+        """
+        ALTER TABLE runs ADD COLUMN interrupt_now INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN notification_ids TEXT NOT NULL DEFAULT '{}';
+        """,
+    ),
+    Migration(
+        3,
+        "lessons with full-text search",
+        """
+        CREATE VIRTUAL TABLE lessons USING fts5(
+            run_id UNINDEXED,
+            goal,
+            outcome,
+            stop_reason,
+            iterations UNINDEXED,
+            failed,
+            worked,
+            diffstat,
+            created_at UNINDEXED
+        );
+        """,
+    ),
+)
+
+LATEST = MIGRATIONS[-1].version
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    table = conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='schema_migrations'").fetchone()
+    if table is None:
+        return 0
+    row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(conn: sqlite3.Connection, *, upto: int = LATEST) -> int:
+    """Apply every migration after the database's version (up to ``upto``); the version reached.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``): each migration is its own
+    explicit transaction, so a failed one leaves the schema as it was.
+    """
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations"
+        " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
+    )
+    version = current_version(conn)
+    for migration in MIGRATIONS:
+        if version < migration.version <= upto:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _statements(migration.sql):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (migration.version, migration.name)
+                )
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            version = migration.version
+    return version
+
+
+def _statements(sql: str) -> list[str]:
+    return [s.strip() for s in sql.split(";") if s.strip()]
