@@ -62,12 +62,12 @@ class Project:
         return json.loads((self.runs()[index] / "run.json").read_text())
 
 
-CALC = '''\
+CALC = """\
 def add(a, b):
     return a - b
-'''
+"""
 
-CALC_TESTS = '''\
+CALC_TESTS = """\
 from calc import add
 
 
@@ -77,7 +77,7 @@ def test_add():
 
 def test_add_negative():
     assert add(-2, -3) == -5
-'''
+"""
 
 
 @pytest.fixture
@@ -184,3 +184,25 @@ def one_error_line(err: str) -> str:
     assert lines[0].startswith("loope: error: "), err
     assert "Traceback" not in err
     return lines[0]
+
+
+def alive_in_group(pgid: int) -> list[int]:
+    """Live (non-zombie) processes whose process group is ``pgid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+FIXED_CALC = "def add(a, b):\n    return a + b\n"
+
+# exec: agent bodies (see ``agent_script``) shared by the loop tests.
+FIX = f"pathlib.Path('calc.py').write_text({FIXED_CALC!r})\nprint('fixed add: it returns a + b now')\n"
+APPROVE = "print('add() returns the sum.')\nprint('VERDICT: PASS')\n"

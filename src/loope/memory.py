@@ -11,7 +11,9 @@ from loope.records.rundir import RunDir
 from loope.store.db import Store
 
 _WORD = re.compile(r"[A-Za-z0-9_]{3,}")
-_STOP = frozenset("the and for with that this from into make makes should must when then have has".split())
+_STOP = frozenset(
+    {"the", "and", "for", "with", "that", "this", "from", "into", "make", "makes", "should", "must", "when", "then"}
+)
 
 
 def fts_query(text: str, *, words: int = 12) -> str:
@@ -55,8 +57,10 @@ def lesson_of(record: RunRecord, rundir: RunDir) -> dict[str, Any]:
 def render(lessons: list[dict[str, Any]]) -> str:
     out = []
     for lesson in lessons:
-        out.append(f"- Run {lesson['run_id']} ({lesson['outcome']} after {lesson['iterations']} iteration(s)): "
-                   f"{lesson['goal'][:200]}")
+        out.append(
+            f"- Run {lesson['run_id']} ({lesson['outcome']} after {lesson['iterations']} iteration(s)): "
+            f"{lesson['goal'][:200]}"
+        )
         if lesson.get("failed"):
             out.append("  What failed: " + lesson["failed"].replace("\n", "; ")[:500])
         if lesson.get("worked"):

@@ -96,7 +96,7 @@ class _Stream:
             if self.on_line is not None and self.callback_error is None:
                 try:
                     self.on_line(line)
-                except BaseException as exc:
+                except BaseException as exc:  # noqa: BLE001 - re-raised by run_process once the pipe is drained
                     self.callback_error = exc
         self.pipe.close()
 

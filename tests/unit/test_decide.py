@@ -101,7 +101,9 @@ def test_the_same_failures_twice_more_stall() -> None:
     same = ("tests/test_calc.py::test_add: assert -1 == 5",)
     d1 = decide(outcome(iteration=1, failures=same), previous_failures=None, streak=0, stall_after=2)
     d2 = decide(outcome(iteration=2, failures=same), previous_failures=same, streak=d1.streak, stall_after=2)
-    d3 = decide(outcome(iteration=3, max_iters=9, failures=same), previous_failures=same, streak=d2.streak, stall_after=2)
+    d3 = decide(
+        outcome(iteration=3, max_iters=9, failures=same), previous_failures=same, streak=d2.streak, stall_after=2
+    )
     assert [d1.stop, d2.stop, d3.stop] == [None, None, "stalled"]
     assert [d1.streak, d2.streak, d3.streak] == [0, 1, 2]
     assert "the same failures" in d3.why
@@ -123,7 +125,9 @@ def test_stall_after_1_stops_an_idle_iteration_without_fresh_feedback() -> None:
 
 
 def test_fresh_feedback_does_not_excuse_a_second_idle_iteration() -> None:
-    d = decide(outcome(iteration=2, changed=False, fresh_feedback=True), previous_failures=None, streak=1, stall_after=1)
+    d = decide(
+        outcome(iteration=2, changed=False, fresh_feedback=True), previous_failures=None, streak=1, stall_after=1
+    )
     assert d.stop == "stalled"
 
 
@@ -131,7 +135,9 @@ def test_a_larger_stall_after_waits_longer() -> None:
     streak = 0
     stops = []
     for n in range(1, 5):
-        d = decide(outcome(iteration=n, max_iters=9, changed=False), previous_failures=None, streak=streak, stall_after=3)
+        d = decide(
+            outcome(iteration=n, max_iters=9, changed=False), previous_failures=None, streak=streak, stall_after=3
+        )
         streak = d.streak
         stops.append(d.stop)
     assert stops == [None, None, "stalled", "stalled"]

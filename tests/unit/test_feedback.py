@@ -87,7 +87,10 @@ def test_a_failing_gate_lists_its_failing_checks_then_a_tail() -> None:
     )
     assert text.startswith("## Feedback from iteration 2\n")
     assert f"failed (exit code 1): `{GATE}`" in text
-    assert "Failing checks:\n- `tests/test_calc.py::test_add_negative`: assert 1 == -5\n- `tests/test_calc.py::test_add`\n" in text
+    assert (
+        "Failing checks:\n- `tests/test_calc.py::test_add_negative`: assert 1 == -5\n- `tests/test_calc.py::test_add`\n"
+        in text
+    )
     assert text.index("Failing checks:") < text.index("Last lines of its output:")
     assert "noise 60" not in text  # bounded: only the last 40 lines
     assert "noise 61" in text

@@ -105,7 +105,9 @@ def test_an_unknown_preset_lists_the_known_ones(tmp_path: Path) -> None:
 
 
 def test_dry_run_swaps_every_agent_for_the_stub(tmp_path: Path) -> None:
-    spec = build_spec({"goal": "g", "dry_run": True, "design": True, "designer": "claude", "verifier": "codex"}, tmp_path)
+    spec = build_spec(
+        {"goal": "g", "dry_run": True, "design": True, "designer": "claude", "verifier": "codex"}, tmp_path
+    )
     assert (spec.implementer, spec.reviewers, spec.designer, spec.verifier) == ("stub", ["stub"], "stub", "stub")
     solo = build_spec({"goal": "g", "dry_run": True, "no_review": True}, tmp_path)
     assert solo.reviewers == []

@@ -25,7 +25,7 @@ def _store(workdir: Path) -> Any:
 def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     """What ``status`` reports about one run: the record, the runner, the state file."""
     from loope.records import state as state_file
-    from loope.records.rundir import RunDir, RUNS
+    from loope.records.rundir import RUNS, RunDir
 
     rundir = RunDir(workdir / RUNS / run_id)
     record = rundir.read_json("run.json")
@@ -49,13 +49,15 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
             "max_iterations": record.get("max_iters"),
             "cost_usd": record.get("totals", {}).get("cost_usd", 0.0),
             "max_cost_usd": spec.get("max_cost"),
-            "tokens": record.get("totals", {}).get("input_tokens", 0) + record.get("totals", {}).get("output_tokens", 0),
+            "tokens": record.get("totals", {}).get("input_tokens", 0)
+            + record.get("totals", {}).get("output_tokens", 0),
             "runner_pid": pid,
             "runner_alive": alive,
             "started_at": record.get("started_at"),
             "last_tick_at": row.get("last_tick_at"),
             "finished_at": record.get("finished_at"),
-            "last_error": row.get("last_error") or (record.get("stop_detail") if status in ("failed", "step_failed", "timed_out") else None),
+            "last_error": row.get("last_error")
+            or (record.get("stop_detail") if status in ("failed", "step_failed", "timed_out") else None),
             "stop_requested": bool(row.get("interrupt")),
             "run_dir": str(rundir.root),
             "state_file": str(state_path),
@@ -96,10 +98,8 @@ def status(run_ref: str | None, json_: bool, workdir: Path | None) -> int:
     from loope.records.rundir import find_run, list_runs
 
     root = project_dir(workdir)
-    if run_ref:
-        ids = [find_run(root, run_ref).run_id]
-    else:
-        ids = [r.run_id for r in list_runs(root) if _is_running(r.root)]
+    running = [r.run_id for r in list_runs(root) if _is_running(r.root)]
+    ids = [find_run(root, run_ref).run_id] if run_ref else running
     infos = [run_status(root, run_id) for run_id in ids]
     if json_:
         click.echo(json.dumps(infos[0] if run_ref else infos, indent=2, default=str))
@@ -113,7 +113,7 @@ def status(run_ref: str | None, json_: bool, workdir: Path | None) -> int:
 
 def _is_running(root: Path) -> bool:
     try:
-        return json.loads((root / "run.json").read_text(encoding="utf-8")).get("status") == "running"
+        return bool(json.loads((root / "run.json").read_text(encoding="utf-8")).get("status") == "running")
     except (OSError, ValueError):
         return False
 

@@ -69,7 +69,7 @@ class EventBus:
             for observer in self.observers:
                 try:
                     observer.on_event(event)
-                except Exception:
+                except Exception:  # noqa: BLE001 - an observer must not fail the run; the traceback goes to observer-errors.log
                     self._record_failure(observer, event)
         return event
 

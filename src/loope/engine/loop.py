@@ -277,8 +277,10 @@ class Engine:
                 self.memories = self._recall()
             if first == 1 and spec.design and self.contract is None:
                 self._design()
-            if first == 1 and spec.metric_mode and not any(
-                s.iteration == 0 and s.role == "verifier" for s in run.record.steps
+            if (
+                first == 1
+                and spec.metric_mode
+                and not any(s.iteration == 0 and s.role == "verifier" for s in run.record.steps)
             ):
                 self._baseline()
             for iteration in range(first, spec.max_iters + 1):
@@ -292,7 +294,7 @@ class Engine:
             reason, detail = "stopped", "interrupted with Ctrl-C"
         except LoopeError as exc:
             reason, detail = "failed", str(exc)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - recorded as the run's failure; the traceback is kept in error.log
             write_text(run.rundir / "error.log", traceback.format_exc())
             reason, detail = "failed", f"loope failed: {type(exc).__name__}: {exc} (see error.log)"
         try:
@@ -630,7 +632,7 @@ class Engine:
         assert self.memory is not None
         try:
             return self.memory.recall(self.spec.goal, exclude=self.run_state.record.run_id)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - memory is best effort; the run goes on without it
             append_line(self.run_state.rundir / "observer-errors.log", f"{now_iso()} recall failed: {exc!r}")
             return ""
 
@@ -653,7 +655,7 @@ class Engine:
         if self.memory is not None:
             try:
                 self.memory.remember(record, run.rundir)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a lesson that cannot be stored never changes the run
                 append_line(run.rundir / "observer-errors.log", f"{now_iso()} remember failed: {exc!r}")
         self.bus.emit(
             "run_finished",

@@ -41,8 +41,9 @@ class StoreObserver:
             if existing is None:
                 self.store.add_run(row)
             else:
-                self.store.update_run(event.run_id, status="running", runner_pid=d.get("pid"), finished_at=None,
-                                      last_error=None)
+                self.store.update_run(
+                    event.run_id, status="running", runner_pid=d.get("pid"), finished_at=None, last_error=None
+                )
                 self.store.drop_steps_after(event.run_id, int(d.get("resumed_at") or 1) - 1)
         elif event.type == "step_finished":
             self.store.add_step(event.run_id, d)

@@ -1,0 +1,486 @@
+"""A scripted model server: real agent CLIs talk to it instead of a model provider.
+
+``ModelServer`` is a ``ThreadingHTTPServer`` on 127.0.0.1 (a free port) that hands each request to
+the API mounted for its method and path, and records every request, answered or not. An API is any
+object with a ``name`` and ``routes()`` (``{(method, path): handler}``); a handler gets an
+``Exchange`` (the parsed request, and the means to answer it in JSON or server-sent events).
+
+``AnthropicMessages`` serves Claude Code: the Messages API, streaming (SSE: text and tool_use
+blocks, usage) and not (``stream: false``, the CLI's fallback when streams keep failing). A script,
+any callable ``(MessagesRequest) -> Turn | Fail``, decides every answer from the request alone
+(which turn this is, the prompt, the last tool results), so retries get the same answer.
+An OpenAI Responses API for codex mounts on the same server the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+from urllib.parse import parse_qs, urlsplit
+
+# -- the generic server ---------------------------------------------------------------------------
+
+
+@dataclass
+class Recorded:
+    """One request the server received, and how it was answered."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    """Lower-cased names."""
+    body: Any
+    """The parsed JSON body (None when empty; the raw text when not JSON)."""
+    api: str | None = None
+    """The name of the API that answered (None: no route matched, 404)."""
+    status: int | None = None
+    reply: Any = None
+    """What the API chose to answer (its own summary, for assertions)."""
+
+
+class Exchange:
+    """One HTTP request being answered."""
+
+    def __init__(self, handler: _Handler, record: Recorded) -> None:
+        self._handler = handler
+        self.record = record
+        self._streaming = False
+
+    @property
+    def body(self) -> Any:
+        return self.record.body
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return self.record.headers
+
+    def send_json(self, status: int, payload: object, headers: Mapping[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        h = self._handler
+        self.record.status = status
+        h.send_response(status)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(data)))
+        h.send_header("request-id", "req_" + uuid.uuid4().hex[:16])
+        for key, value in (headers or {}).items():
+            h.send_header(key, value)
+        h.end_headers()
+        if h.command != "HEAD":
+            h.wfile.write(data)
+
+    def start_stream(self, content_type: str = "text/event-stream; charset=utf-8") -> None:
+        """Send the headers of a streamed answer; the connection closes when it ends."""
+        h = self._handler
+        self.record.status = 200
+        h.send_response(200)
+        h.send_header("content-type", content_type)
+        h.send_header("cache-control", "no-cache")
+        h.send_header("request-id", "req_" + uuid.uuid4().hex[:16])
+        h.send_header("connection", "close")
+        h.end_headers()
+        h.close_connection = True
+        self._streaming = True
+
+    def sse(self, event: str | None, data: object) -> None:
+        """One server-sent event (``event:`` line omitted when ``event`` is None)."""
+        assert self._streaming, "call start_stream() first"
+        head = f"event: {event}\n" if event else ""
+        self._handler.wfile.write(f"{head}data: {json.dumps(data)}\n\n".encode())
+        self._handler.wfile.flush()
+
+
+Route = Callable[[Exchange], None]
+
+
+class API(Protocol):
+    """Something the server can mount: a name for the records, and its routes."""
+
+    name: str
+
+    def routes(self) -> Mapping[tuple[str, str], Route]: ...
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    model: ModelServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "loope-model-server/1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # the tests' output stays clean
+        return None
+
+    def _serve(self) -> None:
+        split = urlsplit(self.path)
+        record = Recorded(
+            method=self.command,
+            path=split.path,
+            query=parse_qs(split.query),
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=self._body(),
+        )
+        model = self.server.model
+        model.record(record)
+        found = model.route(self.command, split.path)
+        exchange = Exchange(self, record)
+        if found is None:
+            exchange.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": split.path}})
+            return
+        record.api, handler = found
+        handler(exchange)
+
+    def _body(self) -> Any:
+        if self.headers.get("transfer-encoding", "").lower() == "chunked":
+            raw = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                raw += self.rfile.read(size)
+                self.rfile.readline()
+        else:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw.decode("utf-8", "replace")
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _serve
+
+
+class ModelServer:
+    """The scripted server: mount APIs, start it, point the CLIs at ``url``, read ``requests``."""
+
+    def __init__(self) -> None:
+        self._routes: dict[tuple[str, str], tuple[str, Route]] = {}
+        self._lock = threading.Lock()
+        self._requests: list[Recorded] = []
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def mount(self, api: API) -> API:
+        for (method, path), handler in api.routes().items():
+            self._routes[(method.upper(), path)] = (api.name, handler)
+        return api
+
+    def route(self, method: str, path: str) -> tuple[str, Route] | None:
+        return self._routes.get((method.upper(), path.rstrip("/") or "/"))
+
+    def record(self, request: Recorded) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    @property
+    def requests(self) -> list[Recorded]:
+        with self._lock:
+            return list(self._requests)
+
+    def requests_for(self, api: str) -> list[Recorded]:
+        return [r for r in self.requests if r.api == api]
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "the server is not running"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> ModelServer:
+        httpd = _Server(("127.0.0.1", 0), _Handler)
+        httpd.model = self
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, name="model-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._httpd = self._thread = None
+
+
+@contextmanager
+def running(*apis: API) -> Iterator[ModelServer]:
+    """A started server with ``apis`` mounted, stopped on exit."""
+    server = ModelServer()
+    for api in apis:
+        server.mount(api)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# -- the Anthropic Messages API -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts one reply reports; claude prices them itself (``total_cost_usd``)."""
+
+    input_tokens: int = 100
+    output_tokens: int = 20
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One assistant reply: content blocks (``text()``, ``tool_use()``) and its usage."""
+
+    blocks: tuple[dict[str, Any], ...]
+    usage: Usage = Usage()
+
+    @property
+    def stop_reason(self) -> str:
+        return "tool_use" if any(b["type"] == "tool_use" for b in self.blocks) else "end_turn"
+
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+
+@dataclass(frozen=True)
+class Fail:
+    """An HTTP error instead of a reply (401, 429, 500, 529 ...)."""
+
+    status: int
+    message: str = ""
+    retry_after: float | None = None
+
+    @property
+    def error_type(self) -> str:
+        return _ERROR_TYPES.get(self.status, "api_error")
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def tool_use(name: str, **tool_input: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:24], "name": name, "input": tool_input}
+
+
+def reply(*blocks: dict[str, Any], usage: Usage | None = None) -> Turn:
+    return Turn(tuple(blocks), usage or Usage())
+
+
+_CWD = re.compile(r"Primary working directory:\s*(\S+)")
+
+
+class MessagesRequest:
+    """A read-only view of one Messages API request, for scripts to decide on."""
+
+    def __init__(self, body: Mapping[str, Any]) -> None:
+        self.body = body
+
+    @property
+    def model(self) -> str:
+        return str(self.body.get("model", ""))
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return [m for m in self.body.get("messages") or [] if isinstance(m, dict)]
+
+    @property
+    def main(self) -> bool:
+        """The agent's own conversation (it offers tools), not a side request such as a title."""
+        return bool(self.body.get("tools"))
+
+    @property
+    def turn(self) -> int:
+        """How many replies the conversation already holds: 0 for the first request."""
+        return sum(1 for m in self.messages if m.get("role") == "assistant")
+
+    @property
+    def prompt(self) -> str:
+        """The user's prompt: the first user message without the CLI's ``<system-reminder>`` blocks."""
+        for message in self.messages:
+            if message.get("role") == "user":
+                return "\n".join(t for t in _texts(message) if not t.lstrip().startswith("<system-reminder>"))
+        return ""
+
+    @property
+    def cwd(self) -> str | None:
+        """The working directory the CLI announces in its environment section."""
+        system = self.body.get("system")
+        sources = [system] if isinstance(system, str) else _texts({"content": system})
+        for message in self.messages:
+            sources += _texts(message)
+        for source in sources:
+            found = _CWD.search(source)
+            if found:
+                return found.group(1)
+        return None
+
+    def tool_results(self) -> list[dict[str, Any]]:
+        """The tool results in the latest user message: ``{"content": str, "is_error": bool}``."""
+        for message in reversed(self.messages):
+            if message.get("role") != "user":
+                continue
+            blocks = [b for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "tool_result"]
+            return [{"content": _result_text(b.get("content")), "is_error": bool(b.get("is_error"))} for b in blocks]
+        return []
+
+
+def _texts(message: Mapping[str, Any]) -> list[str]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content]
+    return [b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+
+
+def _result_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
+
+
+Script = Callable[[MessagesRequest], "Turn | Fail"]
+
+
+class Scripted:
+    """A script from a list of turns: reply number N answers the request that holds N replies.
+
+    Past the end it answers ``done``; side requests (no tools) get ``side_text``.
+    """
+
+    def __init__(self, *turns: Turn | Fail, side_text: str = "Fix the bug") -> None:
+        self.turns = turns
+        self.side_text = side_text
+
+    def __call__(self, request: MessagesRequest) -> Turn | Fail:
+        if not request.main:
+            return reply(text(self.side_text))
+        if request.turn < len(self.turns):
+            return self.turns[request.turn]
+        return reply(text("done"))
+
+
+class AnthropicMessages:
+    """``POST /v1/messages`` (SSE or JSON) and ``/v1/messages/count_tokens``, answered by ``script``."""
+
+    name = "anthropic"
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+
+    def routes(self) -> Mapping[tuple[str, str], Route]:
+        return {("POST", "/v1/messages"): self.messages, ("POST", "/v1/messages/count_tokens"): self.count_tokens}
+
+    def count_tokens(self, exchange: Exchange) -> None:
+        exchange.send_json(200, {"input_tokens": len(json.dumps(exchange.body or {})) // 4})
+
+    def messages(self, exchange: Exchange) -> None:
+        body = exchange.body if isinstance(exchange.body, dict) else {}
+        request = MessagesRequest(body)
+        answer = self.script(request)
+        if isinstance(answer, Fail):
+            exchange.record.reply = {"status": answer.status}
+            headers = {"x-should-retry": "false"} if answer.status == 401 else {}
+            if answer.retry_after is not None:
+                headers["retry-after"] = f"{answer.retry_after:g}"
+            message = answer.message or f"scripted {answer.status}"
+            exchange.send_json(
+                answer.status, {"type": "error", "error": {"type": answer.error_type, "message": message}}, headers
+            )
+            return
+        exchange.record.reply = [dict(b) for b in answer.blocks]
+        message_id = "msg_" + uuid.uuid4().hex[:20]
+        model = request.model or "claude-scripted"
+        if not body.get("stream"):
+            exchange.send_json(
+                200,
+                {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": list(answer.blocks),
+                    "stop_reason": answer.stop_reason,
+                    "stop_sequence": None,
+                    "usage": answer.usage.to_dict(),
+                },
+            )
+            return
+        _stream(exchange, answer, message_id, model)
+
+
+def _stream(exchange: Exchange, answer: Turn, message_id: str, model: str) -> None:
+    """The reply as the Messages API streams it: input usage first, output usage at the end."""
+    usage = answer.usage
+    exchange.start_stream()
+    start_usage = {**usage.to_dict(), "output_tokens": 1}
+    exchange.sse(
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": start_usage,
+            },
+        },
+    )
+    for index, block in enumerate(answer.blocks):
+        if block["type"] == "text":
+            exchange.sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+            )
+            value = block["text"]
+            for at in range(0, max(len(value), 1), 40):
+                delta = {"type": "text_delta", "text": value[at : at + 40]}
+                exchange.sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+        else:
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            exchange.sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+            encoded = json.dumps(block["input"])
+            for at in range(0, len(encoded), 30):
+                delta = {"type": "input_json_delta", "partial_json": encoded[at : at + 30]}
+                exchange.sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+        exchange.sse("content_block_stop", {"type": "content_block_stop", "index": index})
+    exchange.sse(
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": answer.stop_reason, "stop_sequence": None},
+            "usage": {"output_tokens": usage.output_tokens},
+        },
+    )
+    exchange.sse("message_stop", {"type": "message_stop"})

@@ -1,0 +1,188 @@
+"""The one subprocess helper (proc.py): process groups, timeouts, cancel, output, start errors."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+from loope.proc import run_process
+from tests.conftest import gone
+
+PY = sys.executable
+
+
+def script(tmp_path: Path, body: str) -> list[str]:
+    path = tmp_path / "child.py"
+    path.write_text("import os, subprocess, sys, time, pathlib\n" + textwrap.dedent(body))
+    return [PY, str(path)]
+
+
+# A child that starts a grandchild (sleeping), writes both pids, and then sleeps itself.
+SPAWNER = """
+grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+pathlib.Path(sys.argv[1]).write_text(f"{os.getpid()} {grandchild.pid}")
+print("spawned", flush=True)
+time.sleep(120)
+"""
+
+
+def pids(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()]
+
+
+def test_a_finished_process_reports_its_exit_and_output(tmp_path: Path) -> None:
+    argv = script(tmp_path, "print('out'); print('err', file=sys.stderr); sys.exit(3)")
+    result = run_process(argv, cwd=tmp_path)
+    assert (result.exit_code, result.ok, result.timed_out, result.cancelled) == (3, False, False, False)
+    assert result.stdout_tail == "out"
+    assert result.stderr_tail == "err"
+    assert result.describe() == "exit code 3"
+    ok = run_process([PY, "-c", "pass"], cwd=tmp_path)
+    assert ok.ok
+    assert ok.exit_code == 0
+
+
+def test_stdin_env_and_cwd_reach_the_process(tmp_path: Path) -> None:
+    argv = script(tmp_path, "print(sys.stdin.read().upper()); print(os.environ['MARK']); print(os.getcwd())")
+    result = run_process(argv, cwd=tmp_path, stdin="hello", env={**os.environ, "MARK": "m-1"}, capture=True)
+    assert result.text.splitlines() == ["HELLO", "m-1", str(tmp_path)]
+
+
+def test_output_streams_to_files_and_callbacks_with_a_bounded_tail(tmp_path: Path) -> None:
+    argv = script(tmp_path, "for i in range(1000): print(f'line {i}')\nprint('e', file=sys.stderr)")
+    seen: list[str] = []
+    result = run_process(
+        argv,
+        cwd=tmp_path,
+        stdout_path=tmp_path / "out.log",
+        stderr_path=tmp_path / "err.log",
+        on_stdout_line=seen.append,
+    )
+    assert seen == [f"line {i}" for i in range(1000)]
+    assert (tmp_path / "out.log").read_text().splitlines()[-1] == "line 999"
+    assert (tmp_path / "err.log").read_text() == "e\n"
+    tail = result.stdout_tail.splitlines()
+    assert tail[-1] == "line 999"
+    assert len(tail) < 1000
+
+
+def test_merged_stderr_is_interleaved_into_stdout(tmp_path: Path) -> None:
+    argv = script(tmp_path, "print('a', flush=True); print('b', file=sys.stderr, flush=True); print('c')")
+    result = run_process(argv, cwd=tmp_path, stdout_path=tmp_path / "all.log", merge_stderr=True)
+    assert (tmp_path / "all.log").read_text().splitlines() == ["a", "b", "c"]
+    assert result.stderr_tail == ""
+
+
+def test_non_utf8_output_is_replaced_not_fatal(tmp_path: Path) -> None:
+    argv = script(tmp_path, r"sys.stdout.buffer.write(b'bad \xff\xfe bytes\n'); sys.stderr.buffer.write(b'\xc3(\n')")
+    seen: list[str] = []
+    result = run_process(argv, cwd=tmp_path, capture=True, on_stdout_line=seen.append, stdout_path=tmp_path / "o")
+    assert result.stdout_tail == "bad \ufffd\ufffd bytes"
+    assert result.text == "bad \ufffd\ufffd bytes\n"
+    assert seen == ["bad \ufffd\ufffd bytes"]
+    assert "\ufffd" in result.stderr_tail
+    assert (tmp_path / "o").read_bytes() == b"bad \xff\xfe bytes\n"  # the file keeps the real bytes
+
+
+def test_a_missing_program_is_a_start_error_not_an_exception(tmp_path: Path) -> None:
+    result = run_process([str(tmp_path / "no-such-program"), "--flag"], cwd=tmp_path)
+    assert result.exit_code is None
+    assert not result.ok
+    assert result.start_error is not None
+    assert "not found" in result.start_error
+    assert "no-such-program" in result.start_error
+    assert result.describe() == result.start_error
+    on_path = run_process(["loope-test-surely-not-installed"], cwd=tmp_path)
+    assert on_path.start_error == "command not found: loope-test-surely-not-installed"
+
+
+def test_a_program_that_is_not_executable_is_a_start_error(tmp_path: Path) -> None:
+    target = tmp_path / "data.txt"
+    target.write_text("not a program")
+    result = run_process([str(target)], cwd=tmp_path)
+    assert result.start_error is not None
+    assert "permission denied" in result.start_error
+
+
+def test_a_timeout_kills_the_whole_process_group_grandchildren_included(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pids"
+    result = run_process([*script(tmp_path, SPAWNER), str(pid_file)], cwd=tmp_path, timeout=1.5)
+    assert result.timed_out
+    assert not result.ok
+    assert not result.cancelled
+    assert result.stdout_tail == "spawned"
+    assert result.describe().startswith("timed out after")
+    child, grandchild = pids(pid_file)
+    assert gone(child)
+    assert gone(grandchild), "the grandchild outlived the timeout"
+
+
+def test_a_process_that_exits_leaves_nothing_running_in_its_group(tmp_path: Path) -> None:
+    body = """
+    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pathlib.Path(sys.argv[1]).write_text(str(grandchild.pid))
+    """
+    pid_file = tmp_path / "pid"
+    result = run_process([*script(tmp_path, body), str(pid_file)], cwd=tmp_path)
+    assert result.exit_code == 0
+    assert gone(int(pid_file.read_text())), "a background child outlived its parent's step"
+
+
+def test_a_cancel_event_stops_the_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pids"
+    cancel = threading.Event()
+
+    def cancel_once_started(line: str) -> None:
+        if line == "spawned":
+            cancel.set()
+
+    result = run_process(
+        [*script(tmp_path, SPAWNER), str(pid_file)],
+        cwd=tmp_path,
+        cancel=cancel,
+        on_stdout_line=cancel_once_started,
+        timeout=100,
+    )
+    assert result.cancelled
+    assert not result.timed_out
+    assert not result.ok
+    assert result.describe() == "stopped"
+    child, grandchild = pids(pid_file)
+    assert gone(child)
+    assert gone(grandchild)
+
+
+def test_the_process_runs_in_its_own_process_group(tmp_path: Path) -> None:
+    argv = script(tmp_path, "print(os.getpgid(0), os.getsid(0))")
+    result = run_process(argv, cwd=tmp_path, capture=True)
+    pgid, sid = (int(x) for x in result.text.split())
+    assert pgid != os.getpgid(0)
+    assert sid != os.getsid(0)
+
+
+def test_a_process_killed_by_a_signal_says_which(tmp_path: Path) -> None:
+    argv = script(tmp_path, "import signal; os.kill(os.getpid(), signal.SIGKILL)")
+    result = run_process(argv, cwd=tmp_path)
+    assert result.exit_code == -9
+    assert result.signal_name == "SIGKILL"
+    assert result.describe() == "killed by SIGKILL"
+
+
+def test_a_callback_error_is_raised_after_the_process_is_gone(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pids"
+
+    def explode(line: str) -> None:
+        raise RuntimeError("observer broke")
+
+    body = "pathlib.Path(sys.argv[1]).write_text(str(os.getpid())); print('x', flush=True)"
+    try:
+        run_process([*script(tmp_path, body), str(pid_file)], cwd=tmp_path, on_stdout_line=explode)
+    except RuntimeError as exc:
+        assert "observer broke" in str(exc)  # noqa: PT017 - the process must be gone too
+    else:
+        raise AssertionError("the callback's error was swallowed")
+    assert gone(int(pid_file.read_text()))
