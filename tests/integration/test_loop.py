@@ -21,10 +21,8 @@ def step_dir(project, name: str) -> Path:  # type: ignore[no-untyped-def]
 def test_a_reviewer_block_is_fed_back_and_the_next_iteration_passes(project, agent_script, cli):
     implementer = agent_script(
         FIX
-        + """
-        if "NEEDS-DOCSTRING-7" in prompt:
-            pathlib.Path("calc.py").write_text('def add(a, b):\\n    \"\"\"The sum.\"\"\"\\n    return a + b\\n')
-        """
+        + "if 'NEEDS-DOCSTRING-7' in prompt:\n"
+        + "    pathlib.Path('calc.py').write_text('def add(a, b):\\n    \"The sum.\"\\n    return a + b\\n')\n"
     )
     reviewer = agent_script(
         """
@@ -56,6 +54,7 @@ def test_a_reviewer_block_is_fed_back_and_the_next_iteration_passes(project, age
     assert "VERDICT" not in text.split("address these blocking findings", 1)[1].split("#", 1)[0]
     first = (step_dir(project, "01-implementer-exec") / "prompt.md").read_text()
     assert "NEEDS-DOCSTRING-7" not in first
+    assert '"The sum."' in (Path(run["workspace"]["path"]) / "calc.py").read_text()
 
 
 def test_a_failing_gate_is_fed_back_and_reviewers_wait_for_a_passing_gate(project, agent_script, cli):

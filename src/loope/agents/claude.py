@@ -275,10 +275,9 @@ def _result_error(data: Mapping[str, Any]) -> str | None:
         return f"{_SUBTYPE_ERRORS[subtype]}: {errors}" if errors else _SUBTYPE_ERRORS[subtype]
     text = data.get("result")
     detail = (text.strip() if isinstance(text, str) else "") or errors or subtype or "claude reported an error"
-    kind = data.get("api_error_type") or data.get("api_error")
-    if isinstance(kind, str) and kind and kind not in detail:
-        detail += f" ({kind})"
-    return detail
+    status, kind = data.get("api_error_status"), data.get("api_error_type") or data.get("api_error")
+    extras = [str(v) for v in (status, kind) if isinstance(v, int | str) and v and str(v) not in detail]
+    return f"{detail} ({' '.join(extras)})" if extras else detail
 
 
 def _system(data: Mapping[str, Any], session: ClaudeSession) -> list[AgentEvent]:

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from loope.cli.options import project_dir, workdir_option
+from loope.control import runner_alive
 
 
 def age(started: str | None) -> str:
@@ -25,20 +26,6 @@ def age(started: str | None) -> str:
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
     return f"{int(seconds)}s"
-
-
-def runner_alive(pid: Any) -> bool:
-    import os
-
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def shown_status(data: dict[str, Any]) -> str:

@@ -28,6 +28,7 @@ from loope.records.model import RunRecord, Totals, WorkspaceInfo, now_iso
 from loope.records.report import ReportWriter
 from loope.records.rundir import RunDir
 from loope.spec import LoopSpec, parse_min_improvement
+from loope.verify.metric import Measurement
 from loope.workspace.guard import Guard
 from loope.workspace.workspace import LOOPE_DIR, Workspace
 
@@ -385,7 +386,8 @@ class Engine:
                 raise Halt("stopped", "stop requested during the verify command")
             gate_report, gate_failures = gate.report(), gate.failures
         passed = gate_report is None or gate_report.passed
-        score = self._score(n) if spec.metric_mode and passed else None
+        measured = self._score(n) if spec.metric_mode and passed else None
+        score = measured.score if measured else None
         reviews = self._review(n, gate_report) if passed else []
         blockers = [(s.record.adapter, s.verdict.findings) for s in reviews if s.verdict and s.verdict.blocks]
         success = self._success(n) if spec.success_cmd and not spec.dry_run else None
@@ -399,7 +401,8 @@ class Engine:
             notes=[f"Note: {agent_state.problem}; keep the frontmatter valid."] if agent_state.problem else [],
         )
         if spec.metric_mode:
-            stop, why, verdict, findings = self._decide_metric(n, impl, score, passed and not blockers, findings)
+            problem = measured.error if measured else None
+            stop, why, verdict, findings = self._decide_metric(n, score, passed and not blockers, findings, problem)
         else:
             feedback = compose(findings)
             outcome = decisions.Outcome(
@@ -571,7 +574,7 @@ class Engine:
             self._set_best(result.score, 0)
         self.bus.emit("metric", iteration=0, score=result.score, baseline=result.score, error=result.error)
 
-    def _score(self, n: int) -> float | None:
+    def _score(self, n: int) -> Measurement:
         run, spec = self.run_state, self.spec
         assert spec.metric_cmd is not None
         self._precheck()
@@ -584,7 +587,7 @@ class Engine:
             error=result.error,
             best=(run.record.best or {}).get("score"),
         )
-        return result.score
+        return result
 
     def _set_best(self, score: float, iteration: int) -> None:
         run = self.run_state
@@ -594,7 +597,7 @@ class Engine:
         self._guard.write_sealed(run.rundir / "best", f"{score:g}\n".encode())
 
     def _decide_metric(
-        self, n: int, impl: AgentStep, score: float | None, acceptable: bool, findings: Findings
+        self, n: int, score: float | None, acceptable: bool, findings: Findings, problem: str | None
     ) -> tuple[str | None, str, str, Findings]:
         run, spec = self.run_state, self.spec
         assert spec.direction is not None
@@ -624,6 +627,8 @@ class Engine:
         log = run.rundir / "score.log"
         self._guard.write_sealed(log, self._guard.sealed.get(log, b"") + line.encode())
         note = f"Attempt {n}: score {score if score is not None else 'none'}; {decision.why}; {verdict}."
+        if problem:
+            note += f"\n{problem}"
         return decision.stop, decision.why, verdict, Findings(**{**findings.__dict__, "metric_note": note})
 
     # -- the end ------------------------------------------------------------------------------
