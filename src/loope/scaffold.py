@@ -25,6 +25,9 @@ TOOLCHAINS: tuple[tuple[tuple[str, ...], str, str], ...] = (
 )
 
 
+HOOK_FILES = {"claude": Path(".claude") / "settings.json", "kiro": Path(".kiro") / "agents" / "loop.json"}
+
+
 def detect_gate(root: Path) -> tuple[str, str]:
     """(toolchain, gate command) for the project in ``root``; a gate that fails closed when none is found."""
     for markers, name, command in TOOLCHAINS:
@@ -78,7 +81,8 @@ def render_config(options: InitOptions, gate: str, toolchain: str) -> str:
 def render_program(options: InitOptions, gate: str) -> str:
     goal = options.goal or "(set the goal in loope.toml)"
     editable = ", ".join(options.editable) or "any file that is not protected"
-    protected = ", ".join(["loope.toml", ".loope/", *options.protect])
+    # The state file is the agent's own memory in `loope run`; everything else under .loope/ is loope's.
+    protected = ", ".join(["loope.toml", ".loope/ (except the state file .loope/state.md)", *options.protect])
     if options.metric:
         direction = options.direction or "lower"
         scoring = (
@@ -129,6 +133,26 @@ def _load_json(path: Path) -> dict[str, Any]:
     return data
 
 
+class _Shape(ValueError):
+    """A hook file holds valid JSON of another shape than the agent expects (``hooks`` is a list, say)."""
+
+
+def _member(parent: dict[str, Any], *keys: str, kind: type) -> Any:
+    """``parent[k1][k2]…``, created when missing; _Shape when a value on the way has another type."""
+    node: Any = parent
+    for depth, key in enumerate(keys):
+        want = kind if depth == len(keys) - 1 else dict
+        value = node.setdefault(key, want())
+        if not isinstance(value, want):
+            raise _Shape(f"{'.'.join(keys[: depth + 1])} should be a JSON {'object' if want is dict else 'array'}")
+        node = value
+    return node
+
+
+def _commands(hooks: list[Any]) -> set[Any]:
+    return {h.get("command") for h in hooks if isinstance(h, dict)}
+
+
 def loope_command() -> str:
     """How a hook should call loope: the absolute path of the installed command when there is one."""
     return shutil.which("loope") or "loope"
@@ -138,11 +162,11 @@ def claude_settings(existing: dict[str, Any], protected: list[str]) -> dict[str,
     """``existing`` .claude/settings.json with a Stop hook running the gate and deny rules for protected files."""
     settings: dict[str, Any] = json.loads(json.dumps(existing))
     command = f"{loope_command()} verify --hook claude"
-    stop = settings.setdefault("hooks", {}).setdefault("Stop", [])
-    already = any(h.get("command") == command for group in stop for h in group.get("hooks", []))
-    if not already:
+    stop = _member(settings, "hooks", "Stop", kind=list)
+    groups = [g["hooks"] for g in stop if isinstance(g, dict) and isinstance(g.get("hooks"), list)]
+    if not any(command in _commands(hooks) for hooks in groups):
         stop.append({"hooks": [{"type": "command", "command": command, "timeout": 600}]})
-    deny = settings.setdefault("permissions", {}).setdefault("deny", [])
+    deny = _member(settings, "permissions", "deny", kind=list)
     for pattern in protected:
         for tool in ("Edit", "Write"):
             rule = f"{tool}({pattern})"
@@ -159,10 +183,10 @@ def kiro_agent(existing: dict[str, Any], protected: list[str]) -> dict[str, Any]
     agent.setdefault("prompt", "file://../../.loope/program.md")
     agent.setdefault("tools", ["*"])
     command = f"{loope_command()} verify"
-    stop = agent.setdefault("hooks", {}).setdefault("stop", [])
-    if not any(h.get("command") == command for h in stop):
+    stop = _member(agent, "hooks", "stop", kind=list)
+    if command not in _commands(stop):
         stop.append({"command": command, "timeout_ms": 600_000})
-    denied = agent.setdefault("toolsSettings", {}).setdefault("write", {}).setdefault("deniedPaths", [])
+    denied = _member(agent, "toolsSettings", "write", "deniedPaths", kind=list)
     for pattern in protected:
         if pattern not in denied:
             denied.append(pattern)
@@ -196,14 +220,15 @@ def init_project(root: Path, options: InitOptions) -> InitResult:
     protected = ["loope.toml", ".loope/**", *options.protect]
     # Hook files are read (and refused when invalid) before anything is written.
     hook_files: list[tuple[Path, dict[str, Any]]] = []
-    if options.hooks == "claude":
-        path = root / ".claude" / "settings.json"
-        hook_files.append((path, claude_settings(_load_json(path), protected)))
-    elif options.hooks == "kiro":
-        path = root / ".kiro" / "agents" / "loop.json"
-        hook_files.append((path, kiro_agent(_load_json(path), protected)))
-    elif options.hooks is not None:
-        raise LoopeError(f"--hooks {options.hooks!r}: use claude or kiro")
+    if options.hooks is not None:
+        if options.hooks not in HOOK_FILES:
+            raise LoopeError(f"--hooks {options.hooks!r}: use claude or kiro")
+        path = root / HOOK_FILES[options.hooks]
+        merge = claude_settings if options.hooks == "claude" else kiro_agent
+        try:
+            hook_files.append((path, merge(_load_json(path), protected)))
+        except _Shape as exc:
+            raise LoopeError(f"{path}: {exc}; fix it or move it aside, then run init again") from None
     ensure_loope_dir(root)
     for path, text in (
         (root / "loope.toml", render_config(options, gate, toolchain)),

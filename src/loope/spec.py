@@ -22,7 +22,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "gemini-claude": {"implementer": "gemini", "reviewers": ["claude"]},
 }
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(h|hr|hours?|m|min|minutes?|s|sec|seconds?|ms)?", re.I)
+# Longer spellings first: the alternation takes the first that matches.
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(hours?|hrs?|h|minutes?|mins?|ms|m|seconds?|secs?|s)?", re.I)
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 

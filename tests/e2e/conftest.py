@@ -49,12 +49,16 @@ def agent_binary(name: str) -> Path:
 
 @pytest.fixture
 def model_server() -> Iterator[ModelServer]:
-    """A started scripted model server on 127.0.0.1; mount the APIs a test needs on it."""
+    """A started scripted model server on 127.0.0.1; mount the APIs a test needs on it.
+
+    A script that raised fails the test at teardown with its traceback (the CLI only saw a 500).
+    """
     server = ModelServer().start()
     try:
         yield server
     finally:
         server.stop()
+    assert not server.errors, "the model server's script raised:\n" + "\n".join(server.errors)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import traceback
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -44,6 +45,8 @@ class Recorded:
     status: int | None = None
     reply: Any = None
     """What the API chose to answer (its own summary, for assertions)."""
+    error: str | None = None
+    """The traceback when the API (or its script) raised; the client got a 500."""
 
 
 class Exchange:
@@ -52,7 +55,7 @@ class Exchange:
     def __init__(self, handler: _Handler, record: Recorded) -> None:
         self._handler = handler
         self.record = record
-        self._streaming = False
+        self.streaming = False
 
     @property
     def body(self) -> Any:
@@ -87,12 +90,13 @@ class Exchange:
         h.send_header("connection", "close")
         h.end_headers()
         h.close_connection = True
-        self._streaming = True
+        self.streaming = True
 
-    def sse(self, event: str | None, data: object) -> None:
-        """One server-sent event (``event:`` line omitted when ``event`` is None)."""
-        assert self._streaming, "call start_stream() first"
-        head = f"event: {event}\n" if event else ""
+    def sse(self, data: Mapping[str, Any], event: str | None = "") -> None:
+        """One server-sent event; its ``event:`` line is ``data["type"]`` unless given (None: no such line)."""
+        assert self.streaming, "call start_stream() first"
+        name = data.get("type") if event == "" else event
+        head = f"event: {name}\n" if name else ""
         self._handler.wfile.write(f"{head}data: {json.dumps(data)}\n\n".encode())
         self._handler.wfile.flush()
 
@@ -138,7 +142,12 @@ class _Handler(BaseHTTPRequestHandler):
             exchange.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": split.path}})
             return
         record.api, handler = found
-        handler(exchange)
+        try:
+            handler(exchange)
+        except Exception:  # noqa: BLE001 - a script's bug is kept for the test to report, not swallowed
+            record.error = traceback.format_exc()
+            if not exchange.streaming:
+                exchange.send_json(500, {"type": "error", "error": {"type": "api_error", "message": "script failed"}})
 
     def _body(self) -> Any:
         if self.headers.get("transfer-encoding", "").lower() == "chunked":
@@ -192,6 +201,11 @@ class ModelServer:
 
     def requests_for(self, api: str) -> list[Recorded]:
         return [r for r in self.requests if r.api == api]
+
+    @property
+    def errors(self) -> list[str]:
+        """Tracebacks of the handlers and scripts that raised."""
+        return [r.error for r in self.requests if r.error]
 
     @property
     def url(self) -> str:
@@ -416,71 +430,44 @@ class AnthropicMessages:
             )
             return
         exchange.record.reply = [dict(b) for b in answer.blocks]
-        message_id = "msg_" + uuid.uuid4().hex[:20]
-        model = request.model or "claude-scripted"
-        if not body.get("stream"):
-            exchange.send_json(
-                200,
-                {
-                    "id": message_id,
-                    "type": "message",
-                    "role": "assistant",
-                    "model": model,
-                    "content": list(answer.blocks),
-                    "stop_reason": answer.stop_reason,
-                    "stop_sequence": None,
-                    "usage": answer.usage.to_dict(),
-                },
-            )
-            return
-        _stream(exchange, answer, message_id, model)
-
-
-def _stream(exchange: Exchange, answer: Turn, message_id: str, model: str) -> None:
-    """The reply as the Messages API streams it: input usage first, output usage at the end."""
-    usage = answer.usage
-    exchange.start_stream()
-    start_usage = {**usage.to_dict(), "output_tokens": 1}
-    exchange.sse(
-        "message_start",
-        {
-            "type": "message_start",
-            "message": {
-                "id": message_id,
-                "type": "message",
-                "role": "assistant",
-                "model": model,
-                "content": [],
-                "stop_reason": None,
-                "stop_sequence": None,
-                "usage": start_usage,
-            },
-        },
-    )
-    for index, block in enumerate(answer.blocks):
-        if block["type"] == "text":
-            exchange.sse(
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
-            )
-            value = block["text"]
-            for at in range(0, max(len(value), 1), 40):
-                delta = {"type": "text_delta", "text": value[at : at + 40]}
-                exchange.sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+        message = {
+            "id": "msg_" + uuid.uuid4().hex[:20],
+            "type": "message",
+            "role": "assistant",
+            "model": request.model or "claude-scripted",
+            "content": list(answer.blocks),
+            "stop_reason": answer.stop_reason,
+            "stop_sequence": None,
+            "usage": answer.usage.to_dict(),
+        }
+        if body.get("stream"):
+            _stream(exchange, message)
         else:
-            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            exchange.sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+            exchange.send_json(200, message)
+
+
+def _stream(exchange: Exchange, message: dict[str, Any]) -> None:
+    """``message`` as the Messages API streams it: input usage first, output usage and stop reason last."""
+    exchange.start_stream()
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    exchange.sse({"type": "message_start", "message": start})
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            opening = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": part} for part in _chunks(block["text"], 40)]
+        else:
+            opening = {**block, "input": {}}
             encoded = json.dumps(block["input"])
-            for at in range(0, len(encoded), 30):
-                delta = {"type": "input_json_delta", "partial_json": encoded[at : at + 30]}
-                exchange.sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
-        exchange.sse("content_block_stop", {"type": "content_block_stop", "index": index})
-    exchange.sse(
-        "message_delta",
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": answer.stop_reason, "stop_sequence": None},
-            "usage": {"output_tokens": usage.output_tokens},
-        },
-    )
-    exchange.sse("message_stop", {"type": "message_stop"})
+            deltas = [{"type": "input_json_delta", "partial_json": part} for part in _chunks(encoded, 30)]
+        exchange.sse({"type": "content_block_start", "index": index, "content_block": opening})
+        for delta in deltas:
+            exchange.sse({"type": "content_block_delta", "index": index, "delta": delta})
+        exchange.sse({"type": "content_block_stop", "index": index})
+    delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    exchange.sse({"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage["output_tokens"]}})
+    exchange.sse({"type": "message_stop"})
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[at : at + size] for at in range(0, len(text), size)] or [""]

@@ -10,7 +10,17 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GATE, Project
-from tests.e2e.model_server import Fail, MessagesRequest, ModelServer, Turn, Usage, reply, text, tool_use
+from tests.e2e.model_server import (
+    Fail,
+    MessagesRequest,
+    ModelServer,
+    Scripted,
+    Turn,
+    Usage,
+    reply,
+    text,
+    tool_use,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -87,7 +97,7 @@ def test_claude_fixes_the_bug_in_two_iterations_from_gate_feedback(
         actions = [(e["action"], e["target"]) for e in events(step) if e["kind"] == "action"]
         assert ("read", "calc.py") in actions
         assert ("edit", "calc.py") in actions
-        assert (step / "home").is_dir() and any((step / "home").iterdir())  # --isolate-home: a private config dir
+        assert any((step / "home").iterdir())  # --isolate-home: claude kept its config in the step's own dir
     assert "test_add_negative" not in (first / "prompt.md").read_text()
     assert "test_add_negative" in (second / "prompt.md").read_text()
     workspace = Path(run["workspace"]["path"])
@@ -97,7 +107,8 @@ def test_claude_fixes_the_bug_in_two_iterations_from_gate_feedback(
     requests = [MessagesRequest(r.body) for r in model_server.requests_for("anthropic")]
     assert {r.model for r in requests} == {"claude-sonnet-5-5"}
     bash_results = [t for r in requests for t in r.tool_results() if "passed" in t["content"]]
-    assert bash_results and not bash_results[0]["is_error"]
+    assert len(bash_results) == 1
+    assert not bash_results[0]["is_error"]
     assert "2 passed" in bash_results[0]["content"]
 
 
@@ -136,14 +147,13 @@ def test_claude_reviewer_in_plan_mode_cannot_edit(project, cli, agent_script, us
     assert any("refused Edit" in e.get("text", "") for e in events(step))
     # Claude itself refused the edit (the guard had nothing to undo): the model saw the refusal.
     after_edit = MessagesRequest(model_server.requests_for("anthropic")[-1].body).tool_results()
-    assert after_edit[0]["is_error"] and "plan mode" in after_edit[0]["content"]
+    assert after_edit[0]["is_error"]
+    assert "plan mode" in after_edit[0]["content"]
     assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
 
 
-def test_claude_unauthorized_fails_the_step_with_a_login_message(
-    project, cli, use_claude, model_server: ModelServer
-):
-    use_claude(lambda request: Fail(401, "invalid x-api-key"))
+def test_claude_unauthorized_fails_the_step_with_a_login_message(project, cli, use_claude, model_server: ModelServer):
+    use_claude(Scripted(Fail(401, "invalid x-api-key")))
 
     result = run_loop(cli, project, "--implementer", "claude", "--no-review")
 
@@ -160,7 +170,7 @@ def test_claude_unauthorized_fails_the_step_with_a_login_message(
 def test_claude_rate_limited_fails_the_step_with_the_rate_limit_message(
     project, cli, use_claude, model_server: ModelServer
 ):
-    use_claude(lambda request: Fail(429, "slow down", retry_after=1))  # CLAUDE_CODE_MAX_RETRIES=0
+    use_claude(Scripted(Fail(429, "slow down")))  # and CLAUDE_CODE_MAX_RETRIES=0
 
     result = run_loop(cli, project, "--implementer", "claude", "--no-review")
 

@@ -27,6 +27,16 @@ EVENT_TYPES = {
     "run_finished",
 }
 
+# DESIGN.md, run.json (schema 1)
+RUN_FIELDS = {
+    *("schema", "run_id", "goal", "status", "converged", "iterations", "stop_reason", "stop_detail"),
+    *("started_at", "finished_at", "duration_s", "workspace", "totals", "best", "steps", "changes"),
+}
+STEP_FIELDS = {
+    *("id", "iteration", "role", "adapter", "ok", "gate_passed", "verdict", "duration_s", "cost_usd"),
+    *("input_tokens", "output_tokens", "changed_files", "dir"),
+}
+
 # The first attempt is wrong (the gate fails), the second fixes it and adds a file; the reviewer passes.
 IMPLEMENTER = """
 print(json.dumps({"type": "action", "action": "edit", "target": "calc.py"}))
@@ -52,15 +62,16 @@ def finished(project, agent_script, cli):  # type: ignore[no-untyped-def]
 
 def test_run_json_has_every_schema_1_field(finished):
     run = finished.run_json()
-    for key in (
-        "schema run_id goal status converged iterations stop_reason stop_detail started_at finished_at"
-        " duration_s workspace totals best steps changes"
-    ).split():
-        assert key in run, key
+    assert set(run) >= RUN_FIELDS
     assert run["schema"] == 1
     assert re.fullmatch(r"0001-fix-the-add-function", run["run_id"])
     assert run["goal"] == "fix the add function"
-    assert (run["status"], run["converged"], run["iterations"], run["stop_reason"]) == ("converged", True, 2, "converged")
+    assert (run["status"], run["converged"], run["iterations"], run["stop_reason"]) == (
+        "converged",
+        True,
+        2,
+        "converged",
+    )
     assert run["stop_reason"] in STOP_REASONS
     assert run["started_at"] <= run["finished_at"]
     assert run["duration_s"] > 0
@@ -71,10 +82,7 @@ def test_run_json_has_every_schema_1_field(finished):
     assert set(run["totals"]) >= {"cost_usd", "cost_estimated", "input_tokens", "output_tokens"}
     assert run["best"] is None  # gate mode
     for step in run["steps"]:
-        assert set(step) >= {
-            "id iteration role adapter ok gate_passed verdict duration_s cost_usd input_tokens output_tokens"
-            " changed_files dir".split()
-        }
+        assert set(step) >= STEP_FIELDS
     assert [s["id"] for s in run["steps"]] == list(range(1, len(run["steps"]) + 1))
     files = {f["path"]: f for f in run["changes"]["files"]}
     assert files["calc.py"] == {"path": "calc.py", "status": "modified", "added": 1, "removed": 1}
@@ -119,14 +127,20 @@ def test_step_directories_hold_the_prompt_events_result_and_diff(finished):
     assert (review / "result.md").read_text().strip().endswith("VERDICT: PASS")
     assert "+    return a + b" in (review / "prompt.md").read_text()  # the reviewer sees the change
     assert not (review / "changes.diff").exists()  # a reviewer only reads
-    assert "2 failed" in (rundir / "agents" / "02-verifier-gate" / "output.log").read_text() or "1 failed" in (
-        rundir / "agents" / "02-verifier-gate" / "output.log"
-    ).read_text()
+    assert "2 failed" in (rundir / "agents" / "02-verifier-gate" / "output.log").read_text()
 
 
 def test_run_dir_files(finished):
     rundir = finished.runs()[-1]
-    for name in ("spec.json", "run.json", "report.md", "events.jsonl", "ledger.jsonl", "changes.diff", "changed-files.txt"):
+    for name in (
+        "spec.json",
+        "run.json",
+        "report.md",
+        "events.jsonl",
+        "ledger.jsonl",
+        "changes.diff",
+        "changed-files.txt",
+    ):
         assert (rundir / name).is_file(), name
     assert json.loads((rundir / "spec.json").read_text())["verify_cmd"] == GATE
     assert sorted((rundir / "changed-files.txt").read_text().split()) == ["NOTES.md", "calc.py"]
@@ -148,7 +162,11 @@ def test_events_have_the_documented_types_in_order(finished):
     assert types.count("iteration_started") == types.count("iteration_finished") == 2
     assert [e["ts"] for e in events] == sorted(e["ts"] for e in events)
     # Within each iteration: started, steps, the decision, finished.
-    outline = [t for t in types if t in ("iteration_started", "verify_finished", "review_finished", "decision", "iteration_finished")]
+    outline = [
+        t
+        for t in types
+        if t in ("iteration_started", "verify_finished", "review_finished", "decision", "iteration_finished")
+    ]
     assert outline == [
         "iteration_started", "verify_finished", "decision", "iteration_finished",
         "iteration_started", "verify_finished", "review_finished", "decision", "iteration_finished",
@@ -158,13 +176,22 @@ def test_events_have_the_documented_types_in_order(finished):
     assert started == finished_steps == [1, 2, 3, 4, 5]
     for step in started:
         begin = next(i for i, e in enumerate(events) if e["type"] == "step_started" and e["step"] == step)
-        end = next(i for i, e in enumerate(events) if e["type"] in ("step_finished", "verify_finished") and e.get("step") == step)
+        end = next(
+            i
+            for i, e in enumerate(events)
+            if e["type"] in ("step_finished", "verify_finished") and e.get("step") == step
+        )
         agent = [i for i, e in enumerate(events) if e["type"] == "agent_event" and e["step"] == step]
         assert all(begin < i < end for i in agent)
     agent_events = [e["event"] for e in events if e["type"] == "agent_event"]
     assert {"kind": "action", "action": "edit", "target": "calc.py"} in agent_events
     last = events[-1]
-    assert (last["status"], last["stop_reason"], last["converged"], last["iterations"]) == ("converged", "converged", True, 2)
+    assert (last["status"], last["stop_reason"], last["converged"], last["iterations"]) == (
+        "converged",
+        "converged",
+        True,
+        2,
+    )
     decisions = [e for e in events if e["type"] == "decision"]
     assert [d["stop"] for d in decisions] == [None, "converged"]
 
@@ -203,7 +230,18 @@ def test_the_ledger_has_one_line_per_attempt(finished):
     ledger = [json.loads(line) for line in (finished.runs()[-1] / "ledger.jsonl").read_text().splitlines()]
     assert [a["iteration"] for a in ledger] == [1, 2]
     for attempt in ledger:
-        assert {"iteration", "summary", "changed_files", "diffstat", "gate", "verdict", "violations", "cost_usd", "tokens", "duration_s"} <= set(attempt)
+        assert {
+            "iteration",
+            "summary",
+            "changed_files",
+            "diffstat",
+            "gate",
+            "verdict",
+            "violations",
+            "cost_usd",
+            "tokens",
+            "duration_s",
+        } <= set(attempt)
     assert ledger[0]["summary"] == "Changed calc.py in iteration 1"
     assert ledger[0]["gate"]["passed"] is False
     assert (ledger[1]["verdict"], ledger[1]["gate"]["passed"]) == ("converged", True)
@@ -218,9 +256,10 @@ def test_a_run_started_from_a_subdirectory_records_in_the_workdir(project, agent
     (sub / "mod.txt").write_text("one\n")
     project.commit("pkg")
     body = "pathlib.Path('mod.txt').write_text('two\\n')"
-    result = cli("run", "edit", "--implementer", agent_script(body), "--no-review", "--max-iters", "1", cwd=sub)
+    result = cli("run", "edit", "--implementer", agent_script(body), "--no-review", "--verify-cmd", "true", cwd=sub)
     assert result.exit_code == 0, result.out + result.err
     run = json.loads(next((sub / ".loope" / "runs").iterdir()).joinpath("run.json").read_text())
-    assert Path(run["workspace"]["path"]).name == "pkg"
-    assert run["changes"]["files"] == [{"path": "mod.txt", "status": "modified", "added": 1, "removed": 1}]
+    assert Path(run["workspace"]["path"]).name == "pkg"  # the agents work in the workdir's counterpart
+    assert [(f["path"].rsplit("/", 1)[-1], f["status"]) for f in run["changes"]["files"]] == [("mod.txt", "modified")]
     assert project.git("status", "--porcelain") == ""
+    assert (sub / "mod.txt").read_text() == "one\n"

@@ -132,6 +132,8 @@ class AgentResult:
     cost_estimated: bool = False
     last_action: str | None = None
     model: str | None = None
+    budget_exhausted: bool = False
+    """The agent stopped at the spending cap loope passed it (the run's budget is spent)."""
 
 
 class Agent(Protocol):

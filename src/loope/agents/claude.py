@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,20 +111,6 @@ class ClaudeAgent(ProcessAgent):
         env.setdefault("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         env.setdefault("DISABLE_AUTOUPDATER", "1")
         return env
-
-    def preflight(self, workdir: Path) -> str | None:
-        """Why claude cannot run, before anything is written; None when it can."""
-        program = self.binary()
-        if os.sep in program:
-            path = Path(program).expanduser()
-            if not path.is_absolute():
-                path = workdir / path
-            if path.exists():
-                return None
-            return f"claude: {program} does not exist; fix [agents.claude] bin or {self.binary_env_var()}"
-        if shutil.which(program):
-            return None
-        return f"claude is not installed ({program} not found on PATH); install it with: {self.info.install}"
 
     # -- reading its output -------------------------------------------------------------------
 
@@ -237,6 +222,7 @@ def _result(data: Mapping[str, Any], session: ClaudeSession) -> list[AgentEvent]
     error = _result_error(data)
     if error:
         session.errors.append(error)
+    session.budget_exhausted = data.get("subtype") == "error_max_budget_usd"
     tokens_in, tokens_out = _result_tokens(data)
     cost = data.get("total_cost_usd")
     events.append(AgentEvent.usage(tokens_in, tokens_out, _float(cost)))

@@ -11,7 +11,8 @@ _KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         re.compile(
-            r"\b401\b|unauthori[sz]ed|invalid (x-)?api.?key|authentication|not logged in|please (run )?/?login"
+            r"\b401\b|unauthori[sz]ed|invalid (or missing )?(x-)?api.?key|authentication|not logged in"
+            r"|please (run )?/?login|run '?[\w-]+ login\b"
             r"|expired|oauth token|credentials",
             re.I,
         ),

@@ -12,6 +12,7 @@ import re
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
@@ -34,6 +35,8 @@ class Session:
     errors: list[str] = field(default_factory=list)
     last_action: str | None = None
     model: str | None = None
+    budget_exhausted: bool = False
+    """The CLI stopped at the spending cap loope passed it."""
 
     def add_usage(self, event: AgentEvent) -> None:
         self.input_tokens += event.input_tokens or 0
@@ -158,6 +161,18 @@ class ProcessAgent:
         report(self.finish(proc, session))
         return self._result(proc, session, request)
 
+    def preflight(self, workdir: Path) -> str | None:
+        """Why the program cannot run, checked before a run writes anything; None when it can."""
+        program = self.binary()
+        if os.sep in program:
+            path = Path(program).expanduser()
+            if (path if path.is_absolute() else workdir / path).exists():
+                return None
+            return f"{self.name}: {program} does not exist; fix [agents.{self.name}] bin or {self.binary_env_var()}"
+        if shutil.which(program):
+            return None
+        return f"{self.name} is not installed ({program} not found on PATH); install it with: {self.info.install}"
+
     def _missing_binary(self, program: str) -> str | None:
         if os.sep in program or shutil.which(program):
             return None
@@ -190,6 +205,7 @@ class ProcessAgent:
             cost_estimated=estimated,
             last_action=session.last_action,
             model=session.model,
+            budget_exhausted=session.budget_exhausted,
         )
 
     def cost(self, session: Session) -> tuple[float, bool]:

@@ -43,6 +43,7 @@ class StubAgent:
                 request.workspace / STUB_FILE,
                 f"# Dry run\n\nIteration {request.iteration} of run {request.run_id}.\n\nGoal: {goal}\n",
             )
+            _mark_done(request)
             message = f"Wrote {STUB_FILE} (dry run: no agent was called)."
         elif request.role == "critic":
             message = "Assessment: the dry run is on track.\nSuggestion: replace --dry-run with real agents."
@@ -52,6 +53,18 @@ class StubAgent:
         emit(AgentEvent.say(message.splitlines()[0]))
         emit(AgentEvent.usage(0, 0, 0.0))
         return AgentResult(ok=True, message=message)
+
+
+def _mark_done(request: AgentRequest) -> None:
+    """Keep the state-file contract as a real agent would: record the step and say the goal is met."""
+    path = request.state_file
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    body = text.split("---", 2)[2] if text.startswith("---") and text.count("---") >= 2 else text
+    progress = f"\n- iteration {request.iteration}: wrote {STUB_FILE} (dry run)\n"
+    write_text(
+        path,
+        f"---\nloop_id: {request.run_id}\nstatus: done\niteration: {request.iteration}\n---{body.rstrip()}{progress}",
+    )
 
 
 def _goal_line(prompt: str) -> str:

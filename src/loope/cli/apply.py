@@ -42,7 +42,9 @@ def apply(run_ref: str, workdir: Path | None, delete: bool, force: bool, dry_run
     git = Git(Path(ws.path), Path(ws.git_dir)) if ws.mode == "in-place" and ws.git_dir else Git(Path(ws.path))
     if ws.mode == "worktree" and not Path(ws.path).exists():
         git = Git(Path(record.workdir))
-    planned = landing.plan(git, ws.base, ws.head, target, delete=delete, force=force)
+    # A run started in a subdirectory of a repository: git names files from the top, the target is the subdirectory.
+    prefix = git.out("rev-parse", "--show-prefix") if ws.mode == "worktree" else ""
+    planned = landing.plan(git, ws.base, ws.head, target, delete=delete, force=force, prefix=prefix)
     if not planned:
         click.echo(f"run {record.run_id} changed no files; nothing to apply")
         return 0

@@ -89,7 +89,8 @@ def resume(run_ref: str, workdir: Path | None, **output: Any) -> int:
 
     root = project_dir(workdir)
     rundir = find_run(root, run_ref)
-    open_store(root).clear_stop(rundir.run_id)
+    # A pending stop request is kept: it was made for this run (while its runner was dead, or
+    # between `run --detach` and its background runner), and a refused resume must not erase it.
     engine = Engine.resume(rundir, observers=views(**output), services=attach)
     engine.drive(first=engine.run_state.record.completed + 1)
     return engine.exit_code()

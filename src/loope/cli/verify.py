@@ -24,6 +24,8 @@ def _settings(root: Path) -> dict[str, Any]:
         raise LoopeError(
             f"no gate configured in {source or root}: set verify_cmd in loope.toml (`loope init` detects one)"
         )
+    if settings.get("metric_cmd") and settings.get("direction") not in ("lower", "higher"):
+        raise LoopeError(f'{source}: metric_cmd needs direction = "lower" or direction = "higher"')
     return settings
 
 
@@ -33,12 +35,20 @@ def _settings(root: Path) -> dict[str, Any]:
 @workdir_option
 def verify(json_: bool, hook: str | None, workdir: Path | None) -> int:
     """Run the gate (and the metric, when set) on the current tree; exit 0 when it passes, 1 when not."""
+    from loope.errors import LoopeError
     from loope.verify.gate import run_gate
     from loope.verify.metric import measure
     from loope.workspace.workspace import ensure_loope_dir
 
     root = project_dir(workdir)
-    settings = _settings(root)
+    try:
+        settings = _settings(root)
+    except LoopeError as exc:
+        if hook != "claude":
+            raise
+        # Exit 2 from a Stop hook keeps the agent working; a configuration it cannot fix must not trap it.
+        click.echo(f"loope: error: {exc.message}", err=True)
+        return 1
     logs = ensure_loope_dir(root) / "verify"
     logs.mkdir(exist_ok=True)
     log = logs / "gate.log"

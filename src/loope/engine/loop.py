@@ -83,6 +83,8 @@ class LoopState:
     """What one iteration hands the next; saved in run.json so a resumed run picks it up."""
 
     feedback: str = ""
+    feedback_key: list[str] = field(default_factory=list)
+    """What the feedback says, without iteration numbers or timings: tells fresh feedback from a repeat."""
     previous_failures: list[str] | None = None
     streak: int = 0
     idle: int = 0
@@ -223,6 +225,7 @@ class Engine:
         self.bus.error_log = rundir / "observer-errors.log"
         self.bus.observers[:0] = [EventsFile(rundir / "events.jsonl"), ReportWriter(rundir)]
         state_path = workspace.path / LOOPE_DIR / "state.md"
+        workspace.start_watching()
         record.pid = os.getpid()
         self._run = RunState(spec, rundir, workspace, record, self.bus, state_path)
         self._guard = Guard(
@@ -235,8 +238,7 @@ class Engine:
         self._guard.seal(rundir / "spec.json", (rundir / "spec.json").read_bytes())
         for name in ("ledger.jsonl", "score.log", "best", "design-contract.md"):
             path = rundir / name
-            if path.exists():
-                self._guard.seal(path, path.read_bytes())
+            self._guard.seal(path, path.read_bytes() if path.exists() else None)
         self.steps = StepRunner(self._run, self._guard)
         contract = rundir / "design-contract.md"
         self.contract = contract.read_text(encoding="utf-8") if contract.exists() else None
@@ -301,6 +303,7 @@ class Engine:
         try:
             self._finalize(reason, detail)
         finally:
+            run.workspace.stop_watching()
             self.lock.release()
         return run.record
 
@@ -318,13 +321,15 @@ class Engine:
         """Halt on a failed step, or when the step crossed a budget (after it was recorded)."""
         result, record = step.result, step.record
         who = f"{record.role} {record.adapter}"
+        spent = self.run_state.budget_left()
+        if not result.ok and (spent or result.budget_exhausted) and not result.timed_out and not result.cancelled:
+            raise Halt("budget_exceeded", spent or f"{who}: {result.error}")
         if not result.ok:
             if result.timed_out:
                 raise Halt("timed_out", f"{who} {result.error}")
             if result.cancelled:
                 raise Halt("stopped", "stop requested; the step in flight was killed")
             raise Halt("step_failed", f"{who}: {result.error}")
-        spent = self.run_state.budget_left()
         if spent:
             raise Halt("budget_exceeded", spent)
         return step
@@ -339,9 +344,9 @@ class Engine:
             iteration=iteration,
             max_iters=spec.max_iters,
             contract=self.contract,
-            program=program.read_text(encoding="utf-8", errors="replace") if program.is_file() else None,
+            program=_read_text(program),
             state_path=str(state_path),
-            state_text=state_path.read_text(encoding="utf-8", errors="replace") if state_path.exists() else None,
+            state_text=_read_text(state_path),
             ledger=ledger.compact(
                 ledger.load(run.rundir / "ledger.jsonl"),
                 best=(run.record.best or {}).get("score"),
@@ -372,19 +377,14 @@ class Engine:
         run, spec = self.run_state, self.spec
         self._precheck()
         run.record.iterations = n
+        run.save()
         self.bus.emit("iteration_started", iteration=n, max_iters=spec.max_iters)
         context = self._context(n)
+        self.loop.critique = ""  # a critique goes into the next iteration's prompt only
         impl = self._checked(self.steps.agent(self.agents.implementer, "implementer", n, context.implementer()))
         agent_state = state_file.read(run.state_file)
         run.record.state = _plain(agent_state.frontmatter)
-        gate_report: GateReport | None = None
-        gate_failures: tuple[tuple[str, str], ...] = ()
-        if spec.verify_cmd and not spec.dry_run:
-            self._precheck()
-            _, gate = self.steps.gate(n, spec.verify_cmd)
-            if gate.proc.cancelled:
-                raise Halt("stopped", "stop requested during the verify command")
-            gate_report, gate_failures = gate.report(), gate.failures
+        gate_report = self._gate(n)
         passed = gate_report is None or gate_report.passed
         measured = self._score(n) if spec.metric_mode and passed else None
         score = measured.score if measured else None
@@ -404,28 +404,21 @@ class Engine:
             problem = measured.error if measured else None
             stop, why, verdict, findings = self._decide_metric(n, score, passed and not blockers, findings, problem)
         else:
-            feedback = compose(findings)
             outcome = decisions.Outcome(
                 iteration=n,
                 max_iters=spec.max_iters,
                 changed=bool(impl.changes),
                 gate_passed=None if gate_report is None else gate_report.passed,
-                failures=failure_signature(gate_failures),
+                failures=failure_signature(gate_report.failures) if gate_report else (),
                 has_reviewers=bool(reviews),
                 blockers=len(blockers),
                 state_status=agent_state.status,
                 success_passed=None if success is None else success.passed,
-                fresh_feedback=bool(feedback) and feedback != self.loop.feedback,
+                fresh_feedback=bool(compose(findings)) and _feedback_key(findings) != self.loop.feedback_key,
             )
-            previous = tuple(self.loop.previous_failures) if self.loop.previous_failures is not None else None
-            decision = decisions.decide(
-                outcome, previous_failures=previous, streak=self.loop.streak, stall_after=spec.stall_after
-            )
-            self.loop.streak = decision.streak
-            self.loop.previous_failures = list(outcome.failures)
-            stop, why = decision.stop, decision.why
-            verdict = "converged" if decision.converged else "kept"
+            stop, why, verdict = self._decide(outcome)
         self.loop.feedback = compose(findings)
+        self.loop.feedback_key = _feedback_key(findings)
         self._record_attempt(
             n, impl=impl, gate=gate_report, score=score, verdict=verdict, violations=violations, reviews=reviews
         )
@@ -441,6 +434,27 @@ class Engine:
             raise Halt(stop, why)
 
     # -- parts of an iteration ----------------------------------------------------------------
+
+    def _gate(self, n: int) -> GateReport | None:
+        """Run the verify command (None when there is none, or in a dry run)."""
+        spec = self.spec
+        if not spec.verify_cmd or spec.dry_run:
+            return None
+        self._precheck()
+        _, gate = self.steps.gate(n, spec.verify_cmd)
+        if gate.proc.cancelled:
+            raise Halt("stopped", "stop requested during the verify command")
+        return gate.report()
+
+    def _decide(self, outcome: decisions.Outcome) -> tuple[str | None, str, str]:
+        """Gate mode: (stop reason or None, why, ledger verdict)."""
+        previous = tuple(self.loop.previous_failures) if self.loop.previous_failures is not None else None
+        decision = decisions.decide(
+            outcome, previous_failures=previous, streak=self.loop.streak, stall_after=self.spec.stall_after
+        )
+        self.loop.streak = decision.streak
+        self.loop.previous_failures = list(outcome.failures)
+        return decision.stop, decision.why, "converged" if decision.converged else "kept"
 
     def _design(self) -> None:
         assert self.agents.designer is not None
@@ -495,6 +509,7 @@ class Engine:
 
         run = self.run_state
         assert self.spec.success_cmd is not None
+        self._precheck()
         env = success_env(run.record.run_id, run.workspace.path)
         _, result = self.steps.shell(n, "success", self.spec.success_cmd, env, self.spec.success_timeout)
         return result.report()
@@ -503,7 +518,7 @@ class Engine:
         assert self.agents.critic is not None
         self._precheck()
         run = self.run_state
-        state_text = run.state_file.read_text(encoding="utf-8", errors="replace") if run.state_file.exists() else ""
+        state_text = _read_text(run.state_file) or ""
         prompt = self._context(n).critic("\n".join(self.loop.summaries[-10:]), state_text, self.loop.last_response)
         step = self._checked(self.steps.agent(self.agents.critic, "critic", n, prompt))
         self.loop.critique = step.result.message.strip()
@@ -550,7 +565,7 @@ class Engine:
         )
         path = run.rundir / "ledger.jsonl"
         assert self._guard is not None
-        previous = self._guard.sealed.get(path, b"")
+        previous = self._guard.sealed.get(path) or b""
         line = json.dumps(attempt.__dict__, ensure_ascii=False) + "\n"
         self._guard.write_sealed(path, previous + line.encode("utf-8"))
 
@@ -615,17 +630,19 @@ class Engine:
         )
         self.loop.idle = decision.idle
         if decision.keep and score is not None:
+            if best is None:
+                run.record.baseline = score  # no score on the original tree: the first passing attempt's
             self._set_best(score, n)
             verdict = "converged" if decision.stop == "converged" else "kept"
         else:
             verdict = "reverted"
             if run.workspace.head != self.loop.best_commit:
                 run.workspace.keep_ref(f"{run.record.run_id}/attempt-{n}", run.workspace.head)
-                run.workspace.reset(self.loop.best_commit or run.workspace.base)
+                run.workspace.revert_to(self.loop.best_commit or run.workspace.base)
         assert self._guard is not None
         line = f"{now_iso()}\t{n}\t{'' if score is None else f'{score:g}'}\t{verdict}\n"
         log = run.rundir / "score.log"
-        self._guard.write_sealed(log, self._guard.sealed.get(log, b"") + line.encode())
+        self._guard.write_sealed(log, self._guard.sealed.get(log) or b"" + line.encode())
         note = f"Attempt {n}: score {score if score is not None else 'none'}; {decision.why}; {verdict}."
         if problem:
             note += f"\n{problem}"
@@ -687,6 +704,24 @@ class Engine:
         if self.spec.metric_mode and record.best is not None and record.best.get("iteration", 0) > 0:
             return EXIT_OK
         return EXIT_FAILED
+
+
+def _read_text(path: Path) -> str | None:
+    """A text file the agent may have broken (deleted, replaced by a directory): None when unreadable."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _feedback_key(findings: Findings) -> list[str]:
+    key = [f"violation: {v}" for v in findings.violations]
+    for report in (findings.gate, findings.success):
+        if report is not None and not report.passed:
+            key.append(f"{report.command}: exit {report.exit_code}")
+            key += list(failure_signature(report.failures))
+    key += [f"{who}: {text.strip()}" for who, text in findings.blockers]
+    return key
 
 
 def _plain(value: Any) -> Any:

@@ -44,11 +44,12 @@ class StepRunner:
     def agent(self, agent: Agent, role: Role, iteration: int, prompt: str) -> AgentStep:
         """Run one agent step; a writing step's changes are guarded and committed."""
         step = self._invoke(agent, role, iteration, prompt)
-        violations = self.guard.enforce()
+        violations, kept = self.guard.enforce()
         if mode_for(role) == "write":
             old = self.run.workspace.head
             step.changes = self.run.workspace.commit(
-                f"loope {self.run.record.run_id}: iteration {iteration}, {role} {agent.label} (step {step.record.id})"
+                f"loope {self.run.record.run_id}: iteration {iteration}, {role} {agent.label} (step {step.record.id})",
+                staged=kept,
             )
             if step.changes:
                 write_text(step.dir / "changes.diff", self.run.workspace.diff(old, self.run.workspace.head))
@@ -64,7 +65,7 @@ class StepRunner:
             return []
         with ThreadPoolExecutor(max_workers=len(agents), thread_name_prefix="loope-review") as pool:
             futures = [
-                pool.submit(self._invoke, agent, role, iteration, prompt)
+                pool.submit(self._invoke, agent, role, iteration, prompt, share=len(agents))
                 for (agent, role), prompt in zip(agents, prompts, strict=True)
             ]
             try:
@@ -72,7 +73,7 @@ class StepRunner:
             except BaseException:
                 self.run.cancel.set()  # Ctrl-C or a crash: stop the other reviewers' processes too
                 raise
-        violations = self.guard.enforce()
+        violations, _ = self.guard.enforce()
         violations += self.guard.undo_read_only_changes("a reviewer")
         for index, step in enumerate(steps):
             if step.result.ok:
@@ -82,8 +83,10 @@ class StepRunner:
             self._finish(step, violations if index == 0 else [])
         return steps
 
-    def _invoke(self, agent: Agent, role: Role, iteration: int, prompt: str) -> AgentStep:
+    def _invoke(self, agent: Agent, role: Role, iteration: int, prompt: str, *, share: int = 1) -> AgentStep:
+        """Run one agent; ``share``: how many run at once, splitting the remaining budget between them."""
         run = self.run
+        remaining = run.remaining_usd()
         number, step_dir = run.new_step(role, agent.label)
         write_text(step_dir / "prompt.md", prompt)
         events = step_dir / "events.jsonl"
@@ -105,7 +108,7 @@ class StepRunner:
             iteration=iteration,
             state_file=run.state_file,
             timeout_s=run.spec.timeout,
-            max_budget_usd=run.remaining_usd(),
+            max_budget_usd=None if remaining is None else remaining / share,
             isolate_home=run.spec.isolate_home,
             cancel=run.cancel,
             on_event=on_event,

@@ -74,16 +74,18 @@ def read(path: Path) -> State:
         return State("in-progress", None, None, {}, text, problem=f"invalid frontmatter: {first}")
     if not isinstance(data, dict):
         return State("in-progress", None, None, {}, text, problem="the frontmatter is not a mapping")
-    raw_status = str(data.get("status", "")).strip().strip("'\"").lower().replace("_", "-").replace(" ", "-")
+    # Agents write ``Status: Done`` as often as ``status: done``: keys are matched whatever their case.
+    keys = {str(k).strip().lower(): v for k, v in data.items()}
+    raw_status = str(keys.get("status", "")).strip().strip("'\"").lower().replace("_", "-").replace(" ", "-")
     problem = None
     if raw_status not in STATUSES:
-        problem = f"unknown status {data.get('status')!r} (expected {', '.join(STATUSES)})"
+        problem = f"unknown status {keys.get('status')!r} (expected {', '.join(STATUSES)})"
         raw_status = "in-progress"
-    iteration = data.get("iteration")
-    loop_id = data.get("loop_id")
+    iteration = keys.get("iteration")
+    loop_id = keys.get("loop_id")
     return State(
         raw_status,
-        iteration if isinstance(iteration, int) else None,
+        iteration if isinstance(iteration, int) and not isinstance(iteration, bool) else None,
         str(loop_id) if loop_id is not None else None,
         {k: v for k, v in data.items() if isinstance(k, str)},
         text,

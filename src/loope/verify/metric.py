@@ -11,18 +11,24 @@ from pathlib import Path
 from loope.engine.decide import median
 from loope.verify.gate import read_output, run_shell
 
-_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
+# Thousands separators (1,234,567) are part of one number; other digits glued to words or dots are not numbers.
+_NUMBER = re.compile(
+    r"(?<![\w.,])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d*)?(?:[eE][-+]?\d+)?(?![\w.]|,\d)"
+    r"|(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])"
+)
+# Colour and cursor codes (ESC [ ... letter) would glue a score to the letters around it.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def parse_score(output: str) -> float | None:
     """The last number printed, or None when there is none."""
     last = None
-    for match in _NUMBER.finditer(output):
+    for match in _NUMBER.finditer(_ANSI.sub("", output)):
         last = match.group(0)
     if last is None:
         return None
     try:
-        return float(last)
+        return float(last.replace(",", ""))
     except ValueError:
         return None
 

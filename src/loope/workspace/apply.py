@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from loope.errors import LoopeError
+from loope.errors import EXIT_FAILED, LoopeError
 from loope.records.atomic import write_bytes
 from loope.workspace.git import Git, TreeEntry, blob_sha
 
@@ -56,7 +56,26 @@ def _check_path(target: Path, rel: str) -> Path:
     dest = target.joinpath(*pure.parts)
     if not _inside(root, dest.parent.resolve()):
         raise LoopeError(f"refusing to apply {rel!r}: a symlink in {target} leads outside it")
+    _check_obstacles(target, rel, pure)
     return dest
+
+
+def _check_obstacles(target: Path, rel: str, pure: PurePosixPath) -> None:
+    """A file where the run has a directory, or a directory where it has a file: not even --force may replace it."""
+    for depth in range(1, len(pure.parts)):
+        parent = target.joinpath(*pure.parts[:depth])
+        if os.path.lexists(parent) and not parent.is_dir():
+            where = "/".join(pure.parts[:depth])
+            raise LoopeError(
+                f"cannot apply {rel!r}: {where} is a file in {target} but a directory in the run; move it aside",
+                exit_code=EXIT_FAILED,
+            )
+    dest = target.joinpath(*pure.parts)
+    if dest.is_dir() and not dest.is_symlink():
+        raise LoopeError(
+            f"cannot apply {rel!r}: it is a directory in {target} but a file in the run; move it aside",
+            exit_code=EXIT_FAILED,
+        )
 
 
 def _current_sha(dest: Path) -> str | None:
@@ -70,36 +89,48 @@ def _current_sha(dest: Path) -> str | None:
         return None
 
 
-def plan(git: Git, base: str, head: str, target: Path, *, delete: bool, force: bool) -> list[PlannedFile]:
-    """What applying ``base..head`` to ``target`` would do to each file."""
+def plan(
+    git: Git, base: str, head: str, target: Path, *, delete: bool, force: bool, prefix: str = ""
+) -> list[PlannedFile]:
+    """What applying ``base..head`` to ``target`` would do to each file.
+
+    ``prefix`` is where ``target`` sits in the repository (``pkg/`` for a run started in ``pkg/``):
+    git names changes from the repository's top, the target holds only what is under the prefix.
+    """
     changes = git.changes(base, head)
     paths = [c.path for c in changes]
     at_head = git.entries(head, paths)
     at_base = git.entries(base, paths)
     planned = []
     for change in changes:
-        dest = _check_path(target, change.path)
+        if not change.path.startswith(prefix):
+            planned.append(PlannedFile(change.path, "skip", "outside the run's workdir"))
+            continue
+        rel = change.path[len(prefix) :]
+        dest = _check_path(target, rel)
         new, old = at_head.get(change.path), at_base.get(change.path)
         if new is not None and new.mode == SYMLINK:
             link = git.blob(new.sha).decode("utf-8", "replace")
             if os.path.isabs(link) or not _inside(target.resolve(), (dest.parent / link).resolve()):
-                raise LoopeError(f"refusing to apply {change.path!r}: it is a symlink to {link!r}, outside the target")
-        current = _current_sha(dest)
-        wanted = new.sha if new else None
-        if current == wanted:
-            planned.append(PlannedFile(change.path, "same", "already as in the run"))
-            continue
-        if new is None and not delete:
-            planned.append(PlannedFile(change.path, "skip", "deleted in the run; pass --delete to delete it"))
-            continue
-        conflict = None
-        if current != (old.sha if old else None) and not force:
-            conflict = "changed since the run started" if current else "deleted since the run started"
-            if old is None:
-                conflict = "already exists with other content"
-        action: Action = "delete" if new is None else ("update" if current else "add")
-        planned.append(PlannedFile(change.path, action, conflict=conflict, entry=new))
+                raise LoopeError(f"refusing to apply {rel!r}: it is a symlink to {link!r}, outside the target")
+        planned.append(_plan_file(rel, _current_sha(dest), old, new, delete=delete, force=force))
     return planned
+
+
+def _plan_file(
+    rel: str, current: str | None, old: TreeEntry | None, new: TreeEntry | None, *, delete: bool, force: bool
+) -> PlannedFile:
+    if current == (new.sha if new else None):
+        return PlannedFile(rel, "same", "already as in the run")
+    if new is None and not delete:
+        return PlannedFile(rel, "skip", "deleted in the run; pass --delete to delete it")
+    conflict = None
+    if current != (old.sha if old else None) and not force:
+        conflict = "changed since the run started" if current else "deleted since the run started"
+        if old is None:
+            conflict = "already exists with other content"
+    action: Action = "delete" if new is None else ("update" if current else "add")
+    return PlannedFile(rel, action, conflict=conflict, entry=new)
 
 
 def apply(git: Git, target: Path, planned: list[PlannedFile]) -> None:

@@ -75,6 +75,7 @@ class Git:
             self._env.pop(var, None)
         self._env.update(_IDENTITY)
         self._env["GIT_TERMINAL_PROMPT"] = "0"
+        self._env["GIT_LITERAL_PATHSPECS"] = "1"  # paths are file names, never globs
         if git_dir is not None:
             self._env["GIT_DIR"] = str(git_dir)
             self._env["GIT_WORK_TREE"] = str(work_tree)
@@ -100,6 +101,26 @@ class Git:
     def add_all(self) -> None:
         self.run("add", "-A", "--", ".")
 
+    def commit_index(self, message: str, parent: str) -> str:
+        """Commit the index on top of ``parent`` and move HEAD (its branch) there, without rescanning the tree."""
+        tree = self.out("write-tree")
+        commit = self.out("commit-tree", tree, "-p", parent, "-m", message)
+        self.run("update-ref", "HEAD", commit)
+        return commit
+
+    def status_paths(self, paths: Sequence[str]) -> list[str]:
+        """Which of ``paths`` differ from the index (modified, deleted, or new and not ignored)."""
+        raw = self.run("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--", *paths).text
+        changed = []
+        for record in raw.split("\0"):
+            if len(record) > 3:
+                changed.append(record[3:])
+        return changed
+
+    def stage(self, paths: Sequence[str]) -> None:
+        if paths:
+            self.run("add", "-A", "--", *paths)
+
     def commit_staged(self, message: str, *, allow_empty: bool = False) -> str:
         """Commit the index; the new commit."""
         empty = ["--allow-empty"] if allow_empty else []
@@ -112,20 +133,17 @@ class Git:
         return self.commit_staged(message, allow_empty=True)
 
     def changes(self, old: str, new: str | None = None, paths: Sequence[str] = ()) -> list[FileChange]:
-        """Files changed from ``old`` to ``new`` (or to the index, when ``new`` is None)."""
+        """Files changed from ``old`` to ``new`` (or to the index, when ``new`` is None), in one git call."""
         span = [old, new] if new else ["--cached", old]
-        status_raw = self.run("diff", "--no-renames", "--name-status", "-z", *span, "--", *paths).text
-        numstat_raw = self.run("diff", "--no-renames", "--numstat", "-z", *span, "--", *paths).text
+        raw = self.run("diff", "--no-renames", "--raw", "--numstat", "-z", *span, "--", *paths).text
         statuses: dict[str, ChangeStatus] = {}
-        parts = status_raw.split("\0")
-        for code, path in zip(parts[0::2], parts[1::2], strict=False):
-            if code:
-                statuses[path] = _STATUS.get(code[0], "modified")
         counts: dict[str, tuple[int | None, int | None]] = {}
-        for record in numstat_raw.split("\0"):
-            fields = record.split("\t", 2)
-            if len(fields) == 3:
-                added, removed, path = fields
+        tokens = iter(raw.split("\0"))
+        for token in tokens:
+            if token.startswith(":"):
+                statuses[next(tokens, "")] = _STATUS.get(token.split()[-1][:1], "modified")
+            elif token.count("\t") == 2:
+                added, removed, path = token.split("\t", 2)
                 counts[path] = (_count(added), _count(removed))
         return [FileChange(path, status, *counts.get(path, (None, None))) for path, status in statuses.items()]
 

@@ -72,13 +72,18 @@ class Guard:
         self._protect = _spec(self.protected_patterns)
         self._editable = _spec(self.editable_patterns) if self.editable_patterns else None
         self.state_file = state_file
-        self.sealed: dict[Path, bytes] = {}
+        # Globs name paths from the workdir; git names them from the top of the work tree, which is
+        # above the workdir when a run starts in a subdirectory of the repository.
+        top = workspace.git.work_tree.resolve()
+        sub = workspace.path.resolve().relative_to(top).as_posix() if workspace.path.resolve() != top else ""
+        self._prefix = f"{sub}/" if sub else ""
+        self.sealed: dict[Path, bytes | None] = {}
         self._loope_files = self._scan_loope_dir()
 
     # -- runner-owned files -------------------------------------------------------------------
 
-    def seal(self, path: Path, content: bytes) -> None:
-        """Record what loope last wrote to a runner-owned file, so a change by anyone else is undone."""
+    def seal(self, path: Path, content: bytes | None) -> None:
+        """Record what loope last wrote to a runner-owned file (None: it must not exist), so a change is undone."""
         self.sealed[path] = content
 
     def write_sealed(self, path: Path, content: bytes) -> None:
@@ -93,7 +98,10 @@ class Guard:
             except FileNotFoundError:
                 current = None
             if current != content:
-                write_bytes(path, content)
+                if content is None:
+                    path.unlink()
+                else:
+                    write_bytes(path, content)
                 violations.append(f"{path.name} is written only by loope; the change to it was undone")
         return violations
 
@@ -133,11 +141,19 @@ class Guard:
 
     # -- the tree -----------------------------------------------------------------------------
 
+    def _local(self, path: str) -> str | None:
+        """``path`` (from the top of the work tree) relative to the workdir; None when it is outside it."""
+        if not self._prefix:
+            return path
+        return path[len(self._prefix) :] if path.startswith(self._prefix) else None
+
     def why_not(self, path: str) -> str | None:
-        """Why the agent may not change ``path``, or None when it may."""
-        if self._protect.match_file(path):  # type: ignore[attr-defined]
+        """Why the agent may not change ``path`` (named from the top of the work tree), or None when it may."""
+        local = self._local(path)
+        if local is not None and self._protect.match_file(local):  # type: ignore[attr-defined]
             return f"{path} is protected; your change to it was undone"
-        if self._editable is not None and not self._editable.match_file(path):  # type: ignore[attr-defined]
+        editable = self._editable
+        if editable is not None and (local is None or not editable.match_file(local)):  # type: ignore[attr-defined]
             allowed = ", ".join(self.editable_patterns)
             return f"{path} is outside the editable paths ({allowed}); your change to it was undone"
         return None
@@ -151,12 +167,14 @@ class Guard:
                 found.append((change.path, reason))
         return found
 
-    def enforce(self) -> list[str]:
-        """Undo what the last agent step may not change; the violations, one line each."""
+    def enforce(self) -> tuple[list[str], list[FileChange]]:
+        """Undo what the last agent step may not change: the violations (a line each) and the changes kept."""
         violations = self._check_sealed() + self._check_loope_dir()
-        denied = self.check(self.workspace.pending())
+        changes = self.workspace.pending()
+        denied = self.check(changes)
         self.workspace.restore([path for path, _ in denied])
-        return violations + [reason for _, reason in denied]
+        undone = {path for path, _ in denied}
+        return violations + [reason for _, reason in denied], [c for c in changes if c.path not in undone]
 
     def undo_all(self) -> list[FileChange]:
         """Undo every change since the last commit (a read-only step's or a check's); what was undone."""
@@ -173,8 +191,8 @@ class Guard:
         return [f"{who} may only read, but changed {paths}; the changes were undone"]
 
     def patterns_matching_nothing(self, paths: Iterable[str]) -> list[str]:
-        """Globs given by the user that match none of ``paths`` (probably a typo)."""
-        listed = list(paths)
+        """Globs given by the user that match none of ``paths`` (from the top of the work tree; a typo?)."""
+        listed = [local for local in map(self._local, paths) if local is not None]
         unmatched = []
         for pattern in [
             *self.editable_patterns,

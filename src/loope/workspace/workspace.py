@@ -17,6 +17,7 @@ from loope.errors import LoopeError
 from loope.proc import run_process
 from loope.records.atomic import write_text
 from loope.workspace.git import FileChange, Git, toplevel
+from loope.workspace.watch import Watcher
 
 Mode = Literal["worktree", "copy", "in-place"]
 MODES: tuple[Mode, ...] = ("worktree", "copy", "in-place")
@@ -49,6 +50,10 @@ class Workspace:
     """The last committed state."""
     branch: str | None = None
     git_dir: Path | None = None
+    watcher: Watcher | None = None
+    """Tells which paths changed, so a step costs what it touched; None: scan the tree."""
+    clean: bool = False
+    """The index is known to equal ``head`` (nothing staged since the last commit, reset or restore)."""
 
     # -- creating -----------------------------------------------------------------------------
 
@@ -116,23 +121,53 @@ class Workspace:
 
     # -- per step -----------------------------------------------------------------------------
 
-    def commit(self, message: str) -> list[FileChange]:
-        """Commit what changed since ``head``; the changed files (empty when nothing changed)."""
-        self.git.add_all()
-        changes = self.git.changes(self.head)
-        if changes:
-            self.head = self.git.commit_staged(message)
-        return changes
+    def start_watching(self) -> None:
+        """Listen for changes from now on (every directory holding tracked files, and new ones)."""
+        listing = self.git.run("ls-files", "-z", "--full-name").text
+        dirs = {os.path.dirname(p) for p in listing.split("\0") if p}
+        top = self.git.work_tree
+        self.watcher = Watcher(top, {d for d in dirs if d} | _parents(dirs))
+        if not self.watcher.active:
+            self.watcher = None
+
+    def stop_watching(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
+
+    def _stage_changes(self) -> bool:
+        """Stage every change in the tree (the paths the watcher saw, or a full scan); False if none was seen."""
+        seen = self.watcher.drain() if self.watcher is not None else None
+        if seen is None or len(seen) > 2000:
+            self.git.add_all()
+            return True
+        changed = self.git.status_paths(sorted(seen)) if seen else []
+        self.git.stage(changed)
+        return bool(changed)
 
     def pending(self) -> list[FileChange]:
-        """What changed in the tree since ``head`` (staged as a side effect, never committed)."""
-        self.git.add_all()
+        """What differs from ``head`` in the tree (staged as a side effect, never committed)."""
+        if not self._stage_changes() and self.clean:
+            return []
+        self.clean = False
         return self.git.changes(self.head)
+
+    def commit(self, message: str, staged: list[FileChange] | None = None) -> list[FileChange]:
+        """Commit what changed since ``head``; the changed files (empty when nothing changed).
+
+        ``staged`` is what ``pending`` just returned, when nothing has changed since (saves a scan).
+        """
+        changes = self.pending() if staged is None else staged
+        if changes:
+            self.head = self.git.commit_index(message, self.head)
+        self.clean = True
+        return changes
 
     def restore(self, paths: list[str]) -> None:
         """Put ``paths`` back as they are at ``head`` (deleting files that did not exist there)."""
         if not paths:
             return
+        self.clean = False
         existing = set(self.git.entries(self.head, paths))
         tracked = [p for p in paths if p in existing]
         if tracked:
@@ -143,9 +178,25 @@ class Workspace:
                 (self.git.work_tree / rel).unlink(missing_ok=True)
 
     def reset(self, commit: str) -> None:
-        """Discard everything after ``commit``."""
+        """Discard everything after ``commit``, whatever state the tree is in (a full reset)."""
         self.git.reset_hard(commit)
+        if self.watcher is not None:
+            self.watcher.drain()
         self.head = commit
+        self.clean = True
+
+    def revert_to(self, commit: str) -> None:
+        """Go back to ``commit`` from a clean ``head``, touching only the files that differ between them."""
+        changes = self.git.changes(commit, self.head)
+        restored = [c.path for c in changes if c.status != "added"]
+        added = [c.path for c in changes if c.status == "added"]
+        self.git.run("reset", "-q", "--soft", commit)
+        if restored:
+            self.git.run("checkout", commit, "--", *restored)
+        if added:
+            self.git.run("rm", "-q", "-f", "--", *added)
+        self.head = commit
+        self.clean = True
 
     def keep_ref(self, name: str, commit: str) -> None:
         """Keep ``commit`` reachable under ``refs/loope/<name>`` (a reverted attempt, say)."""
@@ -156,6 +207,14 @@ class Workspace:
 
     def diff(self, old: str | None = None, new: str | None = None) -> str:
         return self.git.diff(old or self.base, new or self.head)
+
+
+def _parents(dirs: set[str]) -> set[str]:
+    out: set[str] = set()
+    for d in dirs:
+        parts = Path(d).parts
+        out.update(str(Path(*parts[:i])) for i in range(1, len(parts)))
+    return out
 
 
 def _snapshot(git: Git, index_file: Path) -> str:

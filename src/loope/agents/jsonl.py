@@ -1,0 +1,256 @@
+"""What the adapters whose CLI prints one JSON object a line share.
+
+``StreamAgent`` reads each stdout line as a JSON object and hands it to the adapter's ``on_json``;
+lines that are not JSON are kept aside (warnings, or proof that the binary is not the expected CLI).
+``StreamSession`` tracks what every such CLI reports: assistant text (whole or in chunks), tool
+calls with the workspace-relative paths they touch, per-message token counts, and whether the
+CLI's terminal event ever came. The judgment is shared too: a recorded error wins over any exit
+code, and a clean exit without the terminal event is a failure, not a success.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from loope.agents.base import Action, AgentEvent, AgentRequest
+from loope.agents.process import ProcessAgent, Session
+from loope.proc import ProcResult
+
+ToolTable = Mapping[str, tuple[Action, tuple[str, ...]]]
+"""Tool name -> (normalized action, the argument names that may hold its target, in order)."""
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+_JSON_MESSAGE = re.compile(r'"message"\s*:\s*("(?:[^"\\]|\\.)*")')
+_FILE_ACTIONS = frozenset({"edit", "write", "read"})
+
+
+@dataclass
+class StreamSession(Session):
+    """What one JSON-streaming CLI has printed so far."""
+
+    workspace: Path | None = None
+    cwd: str | None = None
+    """The working directory the CLI reports, when it does."""
+    done: bool = False
+    """The CLI's terminal event arrived (a result, a completion)."""
+    json_seen: bool = False
+    noise: list[str] = field(default_factory=list)
+    """Lines that were not JSON objects."""
+    segment: list[str] = field(default_factory=list)
+    """Chunks of the assistant message being streamed."""
+    tool_names: dict[str, str] = field(default_factory=dict)
+    """Tool call id -> tool name, for CLIs whose results name only the call."""
+    message_usage: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per model reply: (input, output) tokens, for CLIs without totals (or when they never came)."""
+
+    def relative(self, path: str) -> str:
+        """``path`` relative to the workspace when it lies inside it (CLIs report absolute paths)."""
+        return relative_path(path, self.cwd, str(self.workspace) if self.workspace else None)
+
+    def tool(self, name: str, args: object, tools: ToolTable) -> AgentEvent:
+        """The action event for a call of tool ``name`` with ``args``."""
+        action, keys = tools.get(name, ("other", ()))
+        if action == "other":
+            return AgentEvent.act("other", name)
+        values = args if isinstance(args, dict) else {}
+        target = next((values[k] for k in keys if isinstance(values.get(k), str) and values[k]), None)
+        if target is None:
+            return AgentEvent.act(action, None)
+        return AgentEvent.act(action, self.relative(target) if action in _FILE_ACTIONS else target)
+
+    def say(self, text: str) -> list[AgentEvent]:
+        """A whole assistant message: the final message so far, and a live event."""
+        text = text.strip()
+        if not text:
+            return []
+        self.texts.append(text)
+        self.final = text
+        return [AgentEvent.say(text)]
+
+    def flush(self) -> list[AgentEvent]:
+        """The streamed chunks as one message (called when anything else arrives)."""
+        text, self.segment = "".join(self.segment), []
+        return self.say(text)
+
+    def note_usage(self, key: str | None, tokens_in: int, tokens_out: int) -> None:
+        """Tokens of one reply; a reply repeated on several lines (one per block) counts once."""
+        key = key or f"#{len(self.message_usage)}"
+        seen_in, seen_out = self.message_usage.get(key, (0, 0))
+        self.message_usage[key] = (max(seen_in, tokens_in), max(seen_out, tokens_out))
+
+    def usage_from_messages(self) -> AgentEvent | None:
+        if not self.message_usage:
+            return None
+        return AgentEvent.usage(
+            sum(i for i, _ in self.message_usage.values()), sum(o for _, o in self.message_usage.values())
+        )
+
+
+class StreamAgent(ProcessAgent):
+    """An adapter for a CLI that prints JSON lines; subclasses implement ``on_json``."""
+
+    product: ClassVar[str]
+    """The CLI's own name, for messages (``Gemini CLI``)."""
+    prompt_on_stdin = False
+
+    def new_session(self, request: AgentRequest) -> Session:
+        return StreamSession(model=self.model, workspace=request.workspace)
+
+    def parse_line(self, line: str, session: Session) -> Iterable[AgentEvent]:
+        assert isinstance(session, StreamSession)
+        data = json_object(line)
+        if data is None:
+            if len(session.noise) < 20:  # only the first lines are ever shown
+                session.noise.append(line)
+            return ()
+        session.json_seen = True
+        return self.on_json(data, session)
+
+    def on_json(self, data: dict[str, Any], session: StreamSession) -> Iterable[AgentEvent]:
+        raise NotImplementedError
+
+    def finish(self, proc: ProcResult, session: Session) -> Iterable[AgentEvent]:
+        assert isinstance(session, StreamSession)
+        return session.flush()
+
+    def judge(self, proc: ProcResult, session: Session) -> str | None:
+        assert isinstance(session, StreamSession)
+        if session.errors:
+            return session.errors[-1]
+        if proc.signal_name:
+            killed = f"{self.label} was killed by {proc.signal_name}"
+            return f"{killed} (last action: {session.last_action})" if session.last_action else killed
+        if proc.exit_code != 0:
+            return super().judge(proc, session)
+        if session.done:
+            return None
+        detail = detail_from(proc.stderr_tail)
+        if not session.json_seen:
+            first = session.noise[0].strip()[:200] if session.noise else ""
+            shown = f" (first line: {first!r})" if first else ""
+            reason = f"{self.label} exited without printing {self.product}'s JSON events{shown}"
+            reason += f"; check that {self.binary()} is {self.product}"
+        else:
+            reason = f"{self.label} exited before its final event"
+        return f"{reason}: {detail}" if detail else reason
+
+
+# -- Claude Code's stream-json, which qwen and amp print too ------------------------------------
+
+
+def assistant_blocks(message: Mapping[str, Any], session: StreamSession, tools: ToolTable) -> list[AgentEvent]:
+    """Events in an ``assistant`` line's content: text blocks and tool calls."""
+    events: list[AgentEvent] = []
+    for block in message.get("content") or []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            events += session.say(block["text"])
+        elif block.get("type") == "tool_use":
+            name = str(block.get("name") or "tool")
+            session.tool_names[str(block.get("id"))] = name
+            events.append(session.tool(name, block.get("input"), tools))
+    return events
+
+
+def tool_errors(message: Mapping[str, Any], session: StreamSession) -> list[AgentEvent]:
+    """A ``user`` line's failed tool results, as messages (a refused tool is news, not a failure)."""
+    events: list[AgentEvent] = []
+    for block in message.get("content") or []:
+        if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("is_error") is True:
+            name = session.tool_names.get(str(block.get("tool_use_id")), "a tool")
+            content = block.get("content")
+            text = content if isinstance(content, str) else json.dumps(content)
+            events.append(AgentEvent.say(f"{name} failed: {one_line(text)}"))
+    return events
+
+
+# -- small helpers -------------------------------------------------------------------------------
+
+
+def relative_path(path: str, *roots: str | None) -> str:
+    """``path`` relative to the first of ``roots`` it lies inside (symlinks resolved too), else as given."""
+    if not os.path.isabs(path):
+        return path
+    for root in roots:
+        if not root:
+            continue
+        for base in {root, os.path.realpath(root)}:
+            rel = os.path.relpath(path, base)
+            if rel != os.pardir and not rel.startswith(os.pardir + os.sep):
+                return rel
+    return path
+
+
+def json_object(line: str) -> dict[str, Any] | None:
+    text = line.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def as_int(value: object) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def as_float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def as_dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def reported_cost(value: object) -> float | None:
+    """A USD figure the CLI reported; 0 means the CLI did not know the price, so it is no figure."""
+    cost = as_float(value)
+    return cost if cost else None
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    lines = [ln.strip() for ln in strip_ansi(text).splitlines() if ln.strip()]
+    return " ".join(lines)[:limit]
+
+
+def api_error(text: str) -> str:
+    """``[API Error: {"error": {"code": 401, "message": "..."}}]`` -> ``API error 401: ...``."""
+    text = text.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1].strip()
+    start, end = text.find("{"), text.rfind("}")
+    if start >= 0 and end > start:
+        try:
+            body = json.loads(text[start : end + 1])
+        except ValueError:
+            body = None
+        error = as_dict(body.get("error")) if isinstance(body, dict) else {}
+        if isinstance(error.get("message"), str):
+            code = error.get("code")
+            return f"API error {code}: {error['message']}" if code else f"API error: {error['message']}"
+    return one_line(text)
+
+
+def detail_from(stderr: str) -> str:
+    """The most telling part of a CLI's stderr: the last JSON ``message`` in it, else its last line."""
+    found = _JSON_MESSAGE.findall(stderr[-4000:])
+    if found:
+        try:
+            return api_error(str(json.loads(found[-1])))
+        except ValueError:
+            pass
+    lines = [ln.strip() for ln in strip_ansi(stderr).splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""

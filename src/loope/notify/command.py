@@ -1,0 +1,64 @@
+"""``--notify cmd:COMMAND``: the user's own command, run once when the run finishes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from loope.engine.events import Event
+from loope.notify.delivery import NotifyLog
+
+TIMEOUT_S = 60.0
+OUTPUT_LOG = "notify-cmd.log"
+
+
+class CommandNotifier:
+    """Runs COMMAND through the shell in the workdir at run_finished.
+
+    It gets the user's environment plus ``LOOPE_RUN_JSON`` (the run's run.json), ``LOOPE_RUN_ID``,
+    ``LOOPE_STATUS``, ``LOOPE_STOP_REASON`` and ``LOOPE_RUN_DIR``; its output goes to
+    ``<run_dir>/notify-cmd.log``. It runs on the engine's thread (at most ``TIMEOUT_S``) while the
+    queued notifiers deliver in the background.
+    """
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self.log = NotifyLog("cmd")
+        self.run_dir: Path | None = None
+        self.workdir: Path | None = None
+
+    def on_event(self, event: Event) -> None:
+        if event.type == "run_started":
+            self.run_dir = Path(event.data["run_dir"])
+            self.workdir = Path(event.data["workdir"])
+            self.log.open(self.run_dir)
+        elif event.type == "run_finished" and self.run_dir is not None:
+            self._run(event)
+
+    def _run(self, event: Event) -> None:
+        from loope.proc import run_process
+
+        assert self.run_dir is not None
+        env = {
+            **os.environ,
+            "LOOPE_RUN_JSON": str(self.run_dir / "run.json"),
+            "LOOPE_RUN_ID": event.run_id,
+            "LOOPE_STATUS": str(event.data.get("status") or ""),
+            "LOOPE_STOP_REASON": str(event.data.get("stop_reason") or ""),
+            "LOOPE_RUN_DIR": str(self.run_dir),
+        }
+        try:
+            result = run_process(
+                ["/bin/sh", "-c", self.command],
+                cwd=self.workdir or self.run_dir,
+                env=env,
+                timeout=TIMEOUT_S,
+                stdout_path=self.run_dir / OUTPUT_LOG,
+                merge_stderr=True,
+                term_grace_s=5.0,
+            )
+        except KeyboardInterrupt:  # Ctrl-C during the hook: the run is already recorded, so only the hook ends
+            self.log.write(f"`{self.command}` interrupted")
+            return
+        if not result.ok:
+            self.log.write(f"`{self.command}` failed: {result.describe()} (its output is in {OUTPUT_LOG})")

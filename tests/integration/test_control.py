@@ -1,0 +1,449 @@
+"""Controlling runs from other processes: detach, status, stop, stop --now, resume after a killed runner."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import GATE, alive_in_group, gone, one_error_line, pid_alive
+
+DEADLINE_S = 120.0
+
+
+def wait_for(condition: Callable[[], object], what: str, within_s: float = DEADLINE_S) -> None:
+    """Wait until ``condition()`` is true; fail (saying what never happened) after a generous deadline."""
+    deadline = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {within_s:.0f}s: {what}")
+        time.sleep(0.05)
+
+
+def loope(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``loope ARGS`` as a real process, to its end."""
+    argv = [sys.executable, "-m", "loope", *args]
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=DEADLINE_S * 2, check=False)
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def finished(rundir: Path) -> bool:
+    try:
+        return read_json(rundir / "run.json")["status"] != "running"
+    except (OSError, ValueError):
+        return False
+
+
+class Runners:
+    """Runners started by a test, and the cleanup that ends whatever of them a failing test leaves behind."""
+
+    def __init__(self, project) -> None:  # type: ignore[no-untyped-def]
+        self.project = project
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, *args: str) -> subprocess.Popen[bytes]:
+        """``loope ARGS`` in the background (a runner in the foreground of its own terminal, as it were)."""
+        log = (self.project.path.parent / f"runner-{len(self.procs)}.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loope", *args], cwd=self.project.path, stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        self.procs.append(proc)
+        return proc
+
+    def log(self, index: int = 0) -> str:
+        return (self.project.path.parent / f"runner-{index}.log").read_text()
+
+    def cleanup(self) -> None:
+        """End what a failed test left running: its runners, and the agents of runs still marked running."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+        for rundir in self.project.runs():
+            with contextlib.suppress(OSError, ValueError):
+                record = read_json(rundir / "run.json")
+                if record.get("status") != "running":
+                    continue  # its runner finished, and killed its steps itself
+                pid = record.get("pid")
+                if isinstance(pid, int) and pid != os.getpid() and _is_loope(pid):
+                    os.kill(pid, signal.SIGKILL)  # a detached runner
+                for pid_file in (rundir / "agents").rglob("process.pid"):
+                    with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
+                        os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        for proc in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=30)
+
+
+def _is_loope(pid: int) -> bool:
+    """Whether ``pid`` is (still) a loope process, not another one that reused its number."""
+    try:
+        return b"loope" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def runners(project) -> Iterator[Runners]:  # type: ignore[no-untyped-def]
+    started = Runners(project)
+    yield started
+    started.cleanup()
+
+
+def waiting(marks: Path, *, at: int = 1, then: str = "") -> str:
+    """An agent body: in iteration ``at`` it writes ``marks/started-N`` and waits for ``marks/release``."""
+    return f"""
+import time
+marks = pathlib.Path({str(marks)!r})
+n = int(os.environ["LOOPE_ITERATION"])
+if n == {at}:
+    (marks / f"started-{{n}}").write_text(str(os.getpid()))
+    deadline = time.monotonic() + {DEADLINE_S}
+    while not (marks / "release").exists():
+        if time.monotonic() > deadline:
+            print("never released", file=sys.stderr)
+            sys.exit(1)
+        time.sleep(0.05)
+{then}
+"""
+
+
+DONE = (
+    "state = pathlib.Path(os.environ['LOOPE_STATE_FILE'])\n"
+    "state.write_text(state.read_text().replace('status: in-progress', 'status: done'))\n"
+    "pathlib.Path('notes.txt').write_text('done\\n')\n"
+)
+
+
+@pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    path = tmp_path / "marks"
+    path.mkdir()
+    return path
+
+
+# -- detach and status --------------------------------------------------------------------------
+
+
+def test_detach_returns_at_once_and_status_follows_the_run(project, agent_script, cli, marks, runners):
+    finished_first = cli(
+        "run", "an earlier run", "--implementer", agent_script(DONE), "--no-review", cwd=project.path
+    )  # fmt: skip
+    assert finished_first.exit_code == 0, finished_first.err
+    earlier = project.run_json()["run_id"]
+    body = f"""
+    n = int(os.environ["LOOPE_ITERATION"])
+    state = pathlib.Path(os.environ["LOOPE_STATE_FILE"])
+    if n == 1:
+        notes = "".join(f"line {{i}}\\n" for i in range(1, 61))
+        state.write_text(
+            f"---\\nloop_id: {{os.environ['LOOPE_RUN_ID']}}\\nstatus: in-progress\\niteration: 1\\n"
+            "owner: agent-7\\n---\\n"
+            "# Goal\\nwrite notes\\n# Progress\\nstarted\\n# Next Action\\nfinish\\n# Notes\\n" + notes
+        )
+        pathlib.Path("notes.txt").write_text("one\\n")
+        print(json.dumps({{"type": "usage", "input_tokens": 1000, "output_tokens": 100, "cost_usd": 0.25}}))
+        sys.exit(0)
+    {waiting(marks, at=2, then=DONE).strip().replace(chr(10), chr(10) + "    ")}
+    """
+    detach = loope(
+        project.path, "run", "write notes", "--implementer", agent_script(body), "--no-review", "--max-iters", "3",
+        "--max-cost", "5", "--detach",
+    )  # fmt: skip
+    # It returned while the run waits in iteration 2 for a release only this test gives.
+    assert detach.returncode == 0, detach.stderr
+    run_id = detach.stdout.strip()
+    assert detach.stdout == f"{run_id}\n"
+    rundir = project.path / ".loope" / "runs" / run_id
+    assert rundir.is_dir()
+    assert run_id != earlier
+    wait_for((marks / "started-2").exists, "the detached run to reach iteration 2")
+    assert not (marks / "release").exists()
+
+    record = read_json(rundir / "run.json")
+    runner_pid = record["pid"]
+    assert pid_alive(runner_pid)  # a background runner, alive after the command that started it returned
+    shown = loope(project.path, "status", run_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    info = json.loads(shown.stdout)
+    loop = info["loop"]
+    assert (loop["id"], loop["status"], loop["max_iterations"]) == (run_id, "running", 3)
+    assert (loop["cost_usd"], loop["max_cost_usd"], loop["tokens"]) == (0.25, 5.0, 1100)
+    assert (loop["runner_pid"], loop["runner_alive"]) == (runner_pid, True)
+    assert loop["last_error"] is None
+    assert loop["stop_requested"] is False
+    assert info["frontmatter"] == {"loop_id": run_id, "status": "in-progress", "iteration": 1, "owner": "agent-7"}
+    state_text = (Path(record["workspace"]["path"]) / ".loope" / "state.md").read_text()
+    assert info["state_excerpt"] == "\n".join(state_text.splitlines()[:40])
+    assert info["state_excerpt"].splitlines()[-1] == "line 27"  # 13 lines of frontmatter and headings first
+
+    human = loope(project.path, "status", run_id[:4])  # a unique prefix will do
+    assert human.returncode == 0, human.stderr
+    assert f"{run_id} · running (runner pid {runner_pid}, alive)" in human.stdout
+    assert "/3 · cost $0.2500/$5.00 · 1100 tokens" in human.stdout
+    assert "    owner: agent-7" in human.stdout
+    assert "    line 27\n" in human.stdout
+    assert "line 28" not in human.stdout
+
+    # Without RUN: every running run, and only those.
+    listing = loope(project.path, "status", "--json")
+    assert [i["loop"]["id"] for i in json.loads(listing.stdout)] == [run_id]
+    listing = loope(project.path, "status")
+    assert f"{run_id} · running" in listing.stdout
+    assert earlier not in listing.stdout
+
+    (marks / "release").touch()
+    wait_for(lambda: finished(rundir), "the detached run to finish")
+    record = read_json(rundir / "run.json")
+    assert (record["status"], record["iterations"], record["totals"]["cost_usd"]) == ("converged", 2, 0.25)
+    assert gone(runner_pid)
+    assert loope(project.path, "status").stdout == "no run is running; `loope runs` lists them all\n"
+    assert json.loads(loope(project.path, "status", "--json").stdout) == []
+    info = json.loads(loope(project.path, "status", run_id, "--json").stdout)
+    assert (info["loop"]["status"], info["loop"]["runner_alive"], info["loop"]["iteration"]) == ("converged", False, 2)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine/loop.py _iteration sets record.iterations = n but saves run.json only when the iteration's"
+    " first step ends, so while a step runs `loope status` reports the previous iteration",
+)
+def test_status_shows_the_iteration_in_flight(project, agent_script, marks, runners):
+    body = waiting(marks, at=2, then="pathlib.Path('n.txt').write_text(os.environ['LOOPE_ITERATION'])")
+    runners.start(
+        "run", "count", "--implementer", agent_script(body), "--no-review", "--max-iters", "3", "--plain"
+    )  # fmt: skip
+    wait_for((marks / "started-2").exists, "iteration 2 to start")
+    run_id = project.runs()[-1].name
+    info = json.loads(loope(project.path, "status", run_id, "--json").stdout)
+    try:
+        assert (info["loop"]["status"], info["loop"]["iteration"]) == ("running", 2)
+        assert "iteration 2/3" in loope(project.path, "status", run_id).stdout
+    finally:
+        (marks / "release").touch()
+
+
+def test_detach_with_bad_input_fails_at_once_and_starts_nothing(project, cli):
+    result = cli(
+        "run", "fix add", "--implementer", "exec:./no-such-agent.sh", "--no-review", "--detach", cwd=project.path
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "command not found: ./no-such-agent.sh" in one_error_line(result.err)
+    assert result.out == ""
+    assert not (project.path / ".loope" / "runs").exists() or not any((project.path / ".loope" / "runs").iterdir())
+
+
+def test_status_shows_the_last_error(project, agent_script, cli):
+    failing = agent_script("print('cannot reach the model', file=sys.stderr)\nsys.exit(3)")
+    assert cli("run", "fix add", "--implementer", failing, "--no-review", cwd=project.path).exit_code == 1
+    run_id = project.run_json()["run_id"]
+    info = json.loads(cli("status", run_id, "--json", cwd=project.path).out)
+    assert info["loop"]["status"] == "step_failed"
+    assert "exit code 3" in info["loop"]["last_error"]
+    assert "cannot reach the model" in info["loop"]["last_error"]
+    human = cli("status", run_id, cwd=project.path).out
+    assert "  last error: " in human
+    assert "cannot reach the model" in human
+
+
+# -- stop ---------------------------------------------------------------------------------------
+
+
+def test_stop_ends_the_run_before_its_next_step(project, agent_script, marks, runners):
+    runner = runners.start(
+        "run", "fix add", "--implementer", agent_script(waiting(marks)), "--no-review", "--verify-cmd", GATE,
+        "--max-iters", "3", "--plain",
+    )  # fmt: skip
+    wait_for((marks / "started-1").exists, "the implementer to start")
+    run_id = project.runs()[-1].name
+    stopped = loope(project.path, "stop", run_id)
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout == f"stop requested for {run_id}: it stops before its next step\n"
+    info = json.loads(loope(project.path, "status", run_id, "--json").stdout)
+    assert (info["loop"]["status"], info["loop"]["stop_requested"]) == ("running", True)
+    assert "stop requested: it stops before its next step" in loope(project.path, "status", run_id).stdout
+
+    (marks / "release").touch()  # the step in flight finishes; nothing after it starts
+    assert runner.wait(timeout=DEADLINE_S) == 1, runners.log()
+    run = project.run_json()
+    assert (run["status"], run["stop_reason"], run["stop_detail"]) == ("stopped", "stopped", "stop requested")
+    assert [(s["iteration"], s["role"], s["ok"]) for s in run["steps"]] == [(1, "implementer", True)]
+    again = loope(project.path, "stop", run_id)
+    assert again.returncode == 1
+    assert f"run {run_id} already finished (stopped); nothing to stop" in again.stderr
+
+
+def test_stop_now_kills_the_step_in_flight_and_everything_it_started(project, agent_script, tmp_path, runners):
+    pids = tmp_path / "agent-pids.json"
+    body = f"""
+    import subprocess, time
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    pathlib.Path({str(pids)!r}).write_text(json.dumps([os.getpid(), child.pid, os.getpgid(0)]))
+    time.sleep(300)
+    """
+    runner = runners.start(
+        "run", "fix add", "--implementer", agent_script(body), "--no-review", "--verify-cmd", GATE, "--plain"
+    )
+    wait_for(pids.exists, "the implementer to start its child")
+    agent, child, group = json.loads(pids.read_text())
+    run_id = project.runs()[-1].name
+    stopped = loope(project.path, "stop", run_id, "--now")
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout == f"stop requested for {run_id}: the step in flight is being killed\n"
+    assert runner.wait(timeout=DEADLINE_S) == 1, runners.log()
+    run = project.run_json()
+    assert (run["status"], run["stop_reason"]) == ("stopped", "stopped")
+    assert run["stop_detail"] == "stop requested; the step in flight was killed"
+    assert [(s["role"], s["ok"]) for s in run["steps"]] == [("implementer", False)]
+    assert gone(agent)
+    assert gone(child)
+    assert alive_in_group(group) == []
+
+
+@pytest.mark.parametrize("args", [("stop", "nope"), ("stop", "nope", "--now"), ("resume", "nope"), ("status", "nope")])
+def test_an_unknown_run_is_one_clear_line_and_exit_2(project, agent_script, cli, args):
+    result = cli(*args, cwd=project.path)
+    assert result.exit_code == 2
+    assert "no runs in" in one_error_line(result.err)
+    assert cli("run", "x", "--implementer", agent_script(DONE), "--no-review", cwd=project.path).exit_code == 0
+    result = cli(*args, cwd=project.path)
+    assert result.exit_code == 2
+    assert "no run matches 'nope'; `loope runs` lists them" in one_error_line(result.err)
+
+
+# -- resume -------------------------------------------------------------------------------------
+
+
+def killed_midway(project, agent_script, marks: Path, runners: Runners, *extra: str):  # type: ignore[no-untyped-def]
+    """A runner SIGKILLed while iteration 3's agent sleeps (after two completed iterations); its run dir."""
+    body = f"""
+    import time
+    n = int(os.environ["LOOPE_ITERATION"])
+    log = pathlib.Path("log.txt")
+    text = log.read_text() if log.exists() else ""
+    print(json.dumps({{"type": "usage", "input_tokens": 100, "output_tokens": 10, "cost_usd": 0.1}}), flush=True)
+    slept = pathlib.Path({str(marks)!r}) / "slept.json"
+    if n == 3 and not slept.exists():
+        log.write_text(text + "iteration 3 partial\\n")
+        slept.write_text(json.dumps([os.getpid(), os.getpgid(0)]))
+        time.sleep(300)
+    log.write_text(text + f"iteration {{n}}\\n")
+    print(f"did iteration {{n}}")
+    """
+    runner = runners.start(
+        "run", "write the log", "--implementer", agent_script(body), "--no-review", "--max-iters", "4",
+        "--max-cost", "10", "--plain", *extra,
+    )  # fmt: skip
+    wait_for((marks / "slept.json").exists, "iteration 3's agent to start sleeping")
+    rundir = project.runs()[-1]
+    record = read_json(rundir / "run.json")
+    assert record["pid"] == runner.pid
+    assert (record["status"], record["completed"]) == ("running", 2)
+    os.kill(record["pid"], signal.SIGKILL)
+    assert runner.wait(timeout=DEADLINE_S) == -signal.SIGKILL
+    return rundir
+
+
+def test_resume_after_a_killed_runner_continues_from_the_last_completed_iteration(
+    project, agent_script, marks, runners
+):
+    rundir = killed_midway(project, agent_script, marks, runners)
+    run_id = rundir.name
+    agent, group = json.loads((marks / "slept.json").read_text())
+    assert pid_alive(agent)  # the agent lives on in its own process group
+    info = json.loads(loope(project.path, "status", run_id, "--json").stdout)
+    assert (info["loop"]["status"], info["loop"]["runner_alive"]) == ("dead", False)
+
+    resumed = loope(project.path, "resume", run_id, "--plain")
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr  # max_iters: not converged
+    assert gone(agent)  # the orphaned step was killed before the workspace was reset
+    assert alive_in_group(group) == []
+    run = read_json(rundir / "run.json")
+    assert (run["status"], run["stop_reason"], run["iterations"], run["completed"]) == ("max_iters", "max_iters", 4, 4)
+    workspace = Path(run["workspace"]["path"])
+    # Only completed iterations' changes: the killed iteration's partial write is gone.
+    assert (workspace / "log.txt").read_text() == "iteration 1\niteration 2\niteration 3\niteration 4\n"
+    iterations = [s["iteration"] for s in run["steps"]]
+    assert iterations == [1, 2, 3, 4]
+    assert [s["id"] for s in run["steps"]] == [1, 2, 3, 4]
+    assert run["totals"]["cost_usd"] == pytest.approx(sum(s["cost_usd"] for s in run["steps"])) == pytest.approx(0.4)
+    assert run["totals"]["input_tokens"] == sum(s["input_tokens"] for s in run["steps"]) == 400
+    ledger = [json.loads(line) for line in (rundir / "ledger.jsonl").read_text().splitlines()]
+    assert [a["iteration"] for a in ledger] == [1, 2, 3, 4]
+    discarded = list((rundir / "agents" / "discarded").glob("*/03-implementer-exec"))
+    assert len(discarded) == 1  # the cut-short step, set aside
+    assert "iteration 3 partial" not in (rundir / "changes.diff").read_text()
+    info = json.loads(loope(project.path, "status", run_id, "--json").stdout)["loop"]
+    assert (info["status"], info["iteration"], info["cost_usd"]) == ("max_iters", 4, pytest.approx(0.4))
+
+
+def test_a_stop_recorded_for_a_dead_runner_is_honoured_by_resume(project, agent_script, marks, runners):
+    rundir = killed_midway(project, agent_script, marks, runners)
+    run_id = rundir.name
+    stopped = loope(project.path, "stop", run_id)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "its runner is not running; `loope resume` would stop it" in stopped.stdout
+    resumed = loope(project.path, "resume", run_id, "--plain")
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr
+    run = read_json(rundir / "run.json")
+    assert (run["status"], run["stop_reason"], run["iterations"]) == ("stopped", "stopped", 2)
+    assert [s["iteration"] for s in run["steps"]] == [1, 2]
+    workspace = Path(run["workspace"]["path"])
+    assert (workspace / "log.txt").read_text() == "iteration 1\niteration 2\n"
+
+
+def test_a_second_runner_is_refused(project, agent_script, marks, runners):
+    runner = runners.start(
+        "run", "write notes", "--implementer", agent_script(waiting(marks, then=DONE)), "--no-review", "--plain"
+    )
+    wait_for((marks / "started-1").exists, "the implementer to start")
+    run_id = project.runs()[-1].name
+    refused = loope(project.path, "resume", run_id)
+    assert refused.returncode == 2
+    line = one_error_line(refused.stderr)
+    assert f"run {run_id} is being run by another process (pid {runner.pid})" in line
+    assert f"`loope stop {run_id}`" in line
+    (marks / "release").touch()
+    assert runner.wait(timeout=DEADLINE_S) == 0, runners.log()
+    run = project.run_json()
+    assert (run["status"], run["iterations"]) == ("converged", 1)  # the refused runner changed nothing
+    assert [s["id"] for s in run["steps"]] == [1]
+
+
+def test_a_refused_resume_keeps_a_pending_stop(project, agent_script, marks, runners):
+    runner = runners.start(
+        "run", "fix add", "--implementer", agent_script(waiting(marks)), "--no-review", "--verify-cmd", GATE, "--plain"
+    )
+    wait_for((marks / "started-1").exists, "the implementer to start")
+    run_id = project.runs()[-1].name
+    assert loope(project.path, "stop", run_id).returncode == 0
+    assert loope(project.path, "resume", run_id).returncode == 2
+    assert json.loads(loope(project.path, "status", run_id, "--json").stdout)["loop"]["stop_requested"] is True
+    (marks / "release").touch()
+    assert runner.wait(timeout=DEADLINE_S) == 1, runners.log()
+    run = project.run_json()
+    assert (run["status"], [s["role"] for s in run["steps"]]) == ("stopped", ["implementer"])
+
+
+def test_resume_of_a_finished_run_is_refused(project, agent_script, cli):
+    assert (
+        cli("run", "write notes", "--implementer", agent_script(DONE), "--no-review", cwd=project.path).exit_code == 0
+    )
+    run_id = project.run_json()["run_id"]
+    before = (project.runs()[-1] / "run.json").read_text()
+    result = cli("resume", run_id, cwd=project.path)
+    assert result.exit_code == 2
+    line = one_error_line(result.err)
+    assert f"run {run_id} already finished (converged); start a new one with `loope run`" in line
+    assert (project.runs()[-1] / "run.json").read_text() == before

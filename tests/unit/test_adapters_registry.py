@@ -1,0 +1,109 @@
+"""Every registered adapter loads and describes itself; a missing CLI is a failed step that says how to install it."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from loope.agents import registry
+from tests.unit.adapter_fakes import fake_binary, make_request
+
+CLI_ADAPTERS = ["gemini", "opencode", "cursor", "amp", "copilot", "goose", "aider", "qwen", "kiro"]
+# Registered and being written as this test was: tolerated only while its module does not exist.
+PENDING = {"codex"}
+
+
+def _known():
+    for name in registry.known():
+        module = f"loope.agents.{name}"
+        if name in PENDING and importlib.util.find_spec(module) is None:
+            yield pytest.param(name, marks=pytest.mark.xfail(reason=f"{module} is not written yet", strict=True))
+        else:
+            yield name
+
+
+@pytest.mark.parametrize("name", list(_known()))
+def test_every_registered_adapter_imports_with_a_complete_info(name):
+    cls = registry.adapter_class(name)
+    info = registry.info(name)
+
+    assert info.name == name
+    assert info.install.strip()
+    assert info.read_only.strip()
+    assert info.summary.strip()
+    assert info.cost_source.split(" ")[0].rstrip(":") in {"reported", "estimated", "none"}
+    if info.binary is not None:
+        assert info.binary.strip()
+        assert info.version_args
+        assert info.auth_env or info.login_files, "loope doctor needs a way to find credentials"
+        assert cls.binary_env_var() == f"LOOPE_{name.upper()}_BIN"
+
+
+@pytest.mark.parametrize("name", CLI_ADAPTERS)
+def test_a_configured_binary_that_does_not_exist_fails_the_step_with_the_install_command(name, tmp_path, monkeypatch):
+    cls = registry.adapter_class(name)
+    monkeypatch.setenv(cls.binary_env_var(), str(tmp_path / "no-such-dir" / name))
+
+    result = cls(None, options={}).run(make_request(tmp_path))
+
+    assert not result.ok
+    assert result.error is not None
+    assert "command not found" in result.error
+    assert result.error.endswith(f"install it with: {cls.info.install}")
+
+
+@pytest.mark.parametrize("name", CLI_ADAPTERS)
+def test_a_cli_missing_from_path_fails_the_step_with_the_install_command(name, tmp_path, monkeypatch):
+    cls = registry.adapter_class(name)
+    monkeypatch.delenv(cls.binary_env_var(), raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+
+    result = cls(None, options={}).run(make_request(tmp_path))
+
+    assert not result.ok
+    assert result.error == (
+        f"{name} is not installed ({cls.info.binary} not found on PATH); install it with: {cls.info.install}"
+    )
+    assert not (tmp_path / "step" / "transcript.jsonl").exists()
+
+
+@pytest.mark.parametrize("name", CLI_ADAPTERS)
+def test_preflight_names_a_missing_cli_before_the_run_starts(name, tmp_path, monkeypatch):
+    cls = registry.adapter_class(name)
+    monkeypatch.delenv(cls.binary_env_var(), raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    agent = cls(None, options={})
+    assert agent.preflight(tmp_path) == (
+        f"{name} is not installed ({cls.info.binary} not found on PATH); install it with: {cls.info.install}"
+    )
+    assert cls(None, options={"bin": "./bin/agent"}).preflight(tmp_path) == (
+        f"{name}: ./bin/agent does not exist; fix [agents.{name}] bin or {cls.binary_env_var()}"
+    )
+    (tmp_path / "bin").mkdir()
+    fake_binary(tmp_path / "bin", "exit 0", name="agent")
+    assert cls(None, options={"bin": "./bin/agent"}).preflight(tmp_path) is None
+
+
+@pytest.mark.parametrize("name", CLI_ADAPTERS)
+def test_the_spec_model_and_loope_toml_args_reach_the_command_line(name, tmp_path):
+    agent = registry.create(registry.parse(f"{name}:vendor/some-model-1"), {"args": ["--extra-flag"]})
+    argv = agent.argv(make_request(tmp_path))
+
+    assert agent.model == "vendor/some-model-1"
+    assert "--extra-flag" in argv
+    flag = "--mode" if name == "amp" else "--model"
+    expected = "some-model-1" if name == "goose" else "vendor/some-model-1"  # goose: --provider vendor
+    assert argv[argv.index(flag) + 1] == expected
+
+
+@pytest.mark.parametrize("name", CLI_ADAPTERS)
+def test_the_prompt_travels_as_an_argument_and_stdin_is_closed(name, tmp_path):
+    # The stand-in records its stdin (which must be empty and closed: opencode and amp wait for its end).
+    body = f'cat > {tmp_path}/stdin.txt\nfor a in "$@"; do printf "%s\\n" "$a"; done > {tmp_path}/args.txt\nexit 0'
+    cls = registry.adapter_class(name)
+    request = make_request(tmp_path, timeout_s=60)
+    cls(None, options={"bin": fake_binary(tmp_path, body)}).run(request)
+
+    assert (tmp_path / "stdin.txt").read_text() == ""
+    assert request.prompt in (tmp_path / "args.txt").read_text()
