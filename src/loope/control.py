@@ -100,6 +100,11 @@ def start_detached(spec: Any) -> str:
     from loope.store.db import Store
     from loope.store.observer import StoreObserver
 
+    if spec.notify:
+        from loope.notify import parse_specs
+
+        parse_specs(list(spec.notify))  # here, not in the background runner, where no one would see the error
+
     engine = Engine(spec, observers=[StoreObserver(Store.for_project(spec.workdir))])
     rundir = engine.prepare().rundir
     engine.lock.release()

@@ -161,22 +161,9 @@ def run_process(
     try:
         out_sink = _open_sink(stdout_path, opened)
         err_sink = _open_sink(stderr_path, opened)
-        try:
-            proc = subprocess.Popen(
-                argv_t,
-                cwd=cwd,
-                env=dict(env) if env is not None else None,
-                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-                start_new_session=True,
-            )
-        except FileNotFoundError:
-            return ProcResult(argv_t, None, 0.0, start_error=f"command not found: {argv_t[0]}")
-        except PermissionError:
-            return ProcResult(argv_t, None, 0.0, start_error=f"permission denied running {argv_t[0]}")
-        except NotADirectoryError:
-            return ProcResult(argv_t, None, 0.0, start_error=f"not a directory: {cwd}")
+        proc = _start(argv_t, cwd, env, piped_stdin=stdin is not None, merge_stderr=merge_stderr)
+        if isinstance(proc, ProcResult):
+            return proc
         if on_spawn is not None:
             on_spawn(proc.pid)
         assert proc.stdout is not None
@@ -212,6 +199,30 @@ def run_process(
     finally:
         for f in opened:
             f.close()
+
+
+def _start(
+    argv: tuple[str, ...], cwd: Path | str, env: Mapping[str, str] | None, *, piped_stdin: bool, merge_stderr: bool
+) -> subprocess.Popen[bytes] | ProcResult:
+    """The started process in a new session, or why it could not start."""
+    try:
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.PIPE if piped_stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        if not Path(cwd).is_dir():  # Popen reports a missing working directory the same way
+            return ProcResult(argv, None, 0.0, start_error=f"working directory not found: {cwd}")
+        return ProcResult(argv, None, 0.0, start_error=f"command not found: {argv[0]}")
+    except PermissionError:
+        return ProcResult(argv, None, 0.0, start_error=f"permission denied running {argv[0]}")
+    except NotADirectoryError:
+        return ProcResult(argv, None, 0.0, start_error=f"not a directory: {cwd}")
 
 
 def _open_sink(path: Path | None, opened: list[IO[bytes]]) -> IO[bytes] | None:

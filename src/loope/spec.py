@@ -234,8 +234,18 @@ def _normalize(layer: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def build_spec(flags: Mapping[str, Any], workdir: Path, *, use_config: bool = True) -> LoopSpec:
-    """The run's spec: defaults, then loope.toml in ``workdir``, then ``flags`` (None means unset)."""
+def build_spec(
+    flags: Mapping[str, Any],
+    workdir: Path,
+    *,
+    use_config: bool = True,
+    defaults: Mapping[str, Any] | None = None,
+) -> LoopSpec:
+    """The run's spec: defaults (the spec's, then ``defaults``), loope.toml in ``workdir``, then ``flags``.
+
+    A flag whose value is None is unset. ``defaults`` lets a caller (the MCP tool) set its own
+    defaults beneath the project's loope.toml.
+    """
     if not workdir.is_dir():
         raise LoopeError(f"workdir {workdir} does not exist or is not a directory; pass an existing --workdir")
     config, source = load_config(workdir) if use_config else ({}, None)
@@ -244,7 +254,7 @@ def build_spec(flags: Mapping[str, Any], workdir: Path, *, use_config: bool = Tr
     except LoopeError as exc:
         raise LoopeError(f"{source}: {exc}") from None
     from_flags = _normalize(flags)
-    layers: dict[str, Any] = {"workdir": workdir.resolve(), **from_config, **from_flags}
+    layers: dict[str, Any] = {"workdir": workdir.resolve(), **_normalize(defaults or {}), **from_config, **from_flags}
     if "goal" not in layers:
         raise LoopeError(
             'no goal: give one as an argument (loope run "make the tests pass"), with --goal-file,'

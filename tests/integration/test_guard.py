@@ -245,19 +245,26 @@ def scored(tmp_path: Path) -> Project:
 
 
 def test_the_runner_owned_best_ledger_and_score_log_cannot_be_written(scored, agent_script, cli):
+    # The gate fails while the best file says 0, so a passing gate proves the forgery was undone before it ran.
+    best = scored.path / ".loope" / "runs" / "0001-lower-the-score" / "best"
+    gate = f'{PYTHON} -c "import solution" && ! grep -qx 0 {best}'
     result = cli(
         "run", "lower the score", "--implementer", agent_script(SCORED_AGENT), "--no-review",
-        "--verify-cmd", f'{PYTHON} -c "import solution"', "--metric-cmd", f"{PYTHON} measure.py",
+        "--verify-cmd", gate, "--metric-cmd", f"{PYTHON} measure.py",
         "--direction", "lower", "--max-iters", "2", "--plain", cwd=scored.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     rundir = scored.runs()[-1]
+    assert rundir / "best" == best
     run = scored.run_json()
     # Attempt 1 (12, worse) was reverted; the forged best of 0 was put back to the baseline of 10.
+    message = "best is written only by loope; the change to it was undone"
     first = step(run, 1, "exec")["violations"]
-    assert first == ["best is written only by loope; the change to it was undone"]
+    assert first == [message]
+    assert step(run, 1, "gate")["gate_passed"] is True
     ledger = ledger_of(scored)
     assert ledger[0]["violations"] == first
+    assert f"- {message}" in feedback_of(scored, 2)
     assert [(a["iteration"], a["score"], a["best"], a["verdict"]) for a in ledger] == [
         (1, 12, 10, "reverted"),
         (2, 7, 7, "kept"),

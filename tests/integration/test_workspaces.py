@@ -221,3 +221,24 @@ def test_the_guard_undoes_changes_to_protected_files(project, agent_script, cli)
     assert any("tests/test_calc.py is protected" in v for v in run["steps"][0]["violations"])
     workspace = Path(run["workspace"]["path"])
     assert "test_add_negative" in (workspace / "tests" / "test_calc.py").read_text()
+
+
+@pytest.mark.parametrize("mode", ["worktree", "copy"])
+def test_an_agent_that_deletes_the_workspace_git_cannot_reach_the_users_repository(project, agent_script, cli, mode):
+    """The workspace sits inside the user's project: without its .git, git must not find theirs."""
+    make_dirty(project)
+    before = user_state(project)
+    refs = project.git("for-each-ref", "refs/heads")
+    body = "import shutil\nshutil.rmtree('.git') if os.path.isdir('.git') else os.remove('.git')\n" + FIX
+    result = cli(
+        "run", "fix add", "--workspace", mode, "--implementer", agent_script(body), "--no-review",
+        "--verify-cmd", "true", cwd=project.path,
+    )  # fmt: skip
+    assert result.exit_code == 1, result.out + result.err
+    assert "Traceback" not in result.out + result.err
+    run = project.run_json()
+    assert (run["status"], run["converged"]) == ("failed", False)
+    assert "not a git repository" in run["stop_detail"]
+    assert user_state(project) == before
+    heads = project.git("for-each-ref", "refs/heads").splitlines()
+    assert [h for h in heads if "refs/heads/loope/" not in h] == refs.splitlines()  # main did not move

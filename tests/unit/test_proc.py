@@ -99,6 +99,11 @@ def test_a_missing_program_is_a_start_error_not_an_exception(tmp_path: Path) -> 
     assert on_path.start_error == "command not found: loope-test-surely-not-installed"
 
 
+def test_a_missing_working_directory_is_not_reported_as_a_missing_program(tmp_path: Path) -> None:
+    result = run_process([PY, "-c", "pass"], cwd=tmp_path / "gone")
+    assert result.start_error == f"working directory not found: {tmp_path / 'gone'}"
+
+
 def test_a_program_that_is_not_executable_is_a_start_error(tmp_path: Path) -> None:
     target = tmp_path / "data.txt"
     target.write_text("not a program")

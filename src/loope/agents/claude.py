@@ -86,7 +86,7 @@ class ClaudeAgent(ProcessAgent):
         cost_source="reported (total_cost_usd)",
         summary="Claude Code in print mode; stream-json events, reported cost, --max-budget-usd per step",
         auth_env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
-        login_files=(".claude/.credentials.json", ".claude.json"),
+        login_files=("$CLAUDE_CONFIG_DIR/.credentials.json", ".claude/.credentials.json", ".claude.json"),
     )
 
     # -- the command --------------------------------------------------------------------------

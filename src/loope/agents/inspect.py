@@ -112,7 +112,7 @@ def _check(spec_text: str) -> Check:
         )
     home = Path.home()
     has_key = [v for v in info.auth_env if os.environ.get(v)]
-    has_login = [f for f in info.login_files if (home / f).exists()]
+    has_login = [f for f in info.login_files if _login_path(home, f).exists()]
     if info.auth_env or info.login_files:
         if not (has_key or has_login):
             wanted = " or ".join(info.auth_env) or "a login"
@@ -125,6 +125,14 @@ def _check(spec_text: str) -> Check:
         how = has_key[0] if has_key else f"~/{has_login[0]}"
         return Check(spec_text, True, f"{version}; credentials from {how}")
     return Check(spec_text, True, version)
+
+
+def _login_path(home: Path, entry: str) -> Path:
+    """A login file: relative to the home directory, or under a variable (``$CLAUDE_CONFIG_DIR/...``)."""
+    if entry.startswith("$"):
+        expanded = os.path.expandvars(entry)
+        return Path(expanded) if not expanded.startswith("$") else home / ".loope-unset-variable"
+    return home / entry
 
 
 def diagnose(specs: list[str]) -> list[Check]:

@@ -69,16 +69,16 @@ def start(request: LoopRequest, workdir: Path) -> dict[str, Any]:
     }
     if request.max_tick_duration_minutes is not None:
         flags["timeout"] = request.max_tick_duration_minutes * 60
-    configured = _configured(workdir)
-    if "max_iterations" in given or "max_iters" not in configured:
+    if "max_iterations" in given:
         flags["max_iters"] = request.max_iterations
-    if "max_cost_usd" in given or "max_cost" not in configured:
+    if "max_cost_usd" in given:
         flags["max_cost"] = request.max_cost_usd
-    spec = build_spec(flags, workdir)
-    if spec.notify:
-        from loope.notify import parse_specs
-
-        parse_specs(list(spec.notify))  # here, not in the background runner, where no one would see the error
+    # The tool's own defaults sit beneath the project's loope.toml; values the caller gave win.
+    defaults = {
+        "max_iters": LoopRequest.model_fields["max_iterations"].default,
+        "max_cost": LoopRequest.model_fields["max_cost_usd"].default,
+    }
+    spec = build_spec(flags, workdir, defaults=defaults)
     loop_id = start_detached(spec)
     return {
         "loop_id": loop_id,
@@ -89,17 +89,6 @@ def start(request: LoopRequest, workdir: Path) -> dict[str, Any]:
         "implementer": spec.implementer,
         "reviewers": list(spec.reviewers),
     }
-
-
-def _configured(workdir: Path) -> set[str]:
-    """The settings loope.toml (or pyproject's [tool.loope]) in ``workdir`` sets, by their spec names."""
-    from loope.spec import _normalize, load_config
-
-    config, source = load_config(workdir)
-    try:
-        return set(_normalize(config))
-    except LoopeError as exc:
-        raise LoopeError(f"{source}: {exc}") from None
 
 
 # -- status, stop, list -------------------------------------------------------------------------

@@ -195,9 +195,9 @@ class SlackNotifier:
             ]
         )
         body = ""
-        if self.state_path is not None and self.state_path.exists():
+        if self.state_path is not None:
             # Escaped: the agent wrote it, and an unescaped <!channel> would page the whole channel.
-            body = fmt.escape(fmt.state_body(self.state_path.read_text(encoding="utf-8", errors="replace")))
+            body = fmt.escape(state_file.read(self.state_path).body)
         reaction = fmt.outcome(reason)[0]
         self.worker.submit("the final message", lambda: self._finish(final, reaction, body))
 

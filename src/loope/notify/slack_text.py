@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +27,6 @@ OUTCOMES: dict[str, tuple[str, str]] = {
 }
 UNKNOWN_OUTCOME = ("grey_question", "Finished")
 
-_FRONTMATTER = re.compile(r"\A\ufeff?\s*---[ \t]*\r?\n.*?\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 
 
 @dataclass(frozen=True)
@@ -95,11 +93,6 @@ def outcome_line(reason: str, detail: str | None, iterations: int) -> str:
     reaction, label = outcome(reason)
     line = f":{reaction}: {label} after {iterations} iteration{'s' if iterations != 1 else ''}"
     return line + (f" — {escape(excerpt(detail, 500))}" if detail else "")
-
-
-def state_body(text: str) -> str:
-    """The state file without its frontmatter (the agent's Goal, Progress, Next Action, Notes)."""
-    return _FRONTMATTER.sub("", text, count=1).strip()
 
 
 def chunks(text: str, size: int = CHUNK_CHARS) -> list[str]:

@@ -17,7 +17,7 @@ TRIES = 3
 BACKOFF_S = 0.5
 """The first retry waits this long, each next one twice as long (0.5 s, 1 s)."""
 FAST_FAIL_AFTER = 3
-"""After this many events in a row could not be delivered, each event gets one try until one goes through."""
+"""After this many events in a row could not be delivered, each gets one try (run_finished: all) until one does."""
 
 
 def redact(url: str) -> str:
@@ -45,12 +45,17 @@ class WebhookNotifier:
         if event.type == "run_started":
             self.log.open(event.data["run_dir"])
         body = event.to_json().encode("utf-8")
-        what = f"{event.type} event"
-        self.worker.submit(what, lambda: self._deliver(what, body), droppable=event.type == "agent_event")
+        last = event.type == "run_finished"
+        self.worker.submit(
+            event.type, lambda: self._deliver(event.type, body, last=last), droppable=event.type == "agent_event"
+        )
 
-    def _deliver(self, what: str, body: bytes) -> None:
-        """POST ``body``, retrying with backoff; one line in notify.log when any try failed."""
-        tries = 1 if self.failed_in_row >= FAST_FAIL_AFTER else TRIES
+    def _deliver(self, what: str, body: bytes, *, last: bool = False) -> None:
+        """POST ``body``, retrying with backoff; one line in notify.log when any try failed.
+
+        The run's last event gets every try even when the endpoint has been failing.
+        """
+        tries = 1 if self.failed_in_row >= FAST_FAIL_AFTER and not last else TRIES
         failures: list[_Failure] = []
         for attempt in range(tries):
             if attempt:

@@ -43,6 +43,12 @@ class State:
     def notes(self) -> str:
         return section(self.text, "notes")
 
+    @property
+    def body(self) -> str:
+        """The markdown after the frontmatter (all of it when there is none)."""
+        match = _FRONTMATTER.match(self.text)
+        return (self.text[match.end() :] if match else self.text).strip()
+
 
 def section(text: str, name: str) -> str:
     """The body of the markdown section called ``name`` (case-insensitive), or ''."""

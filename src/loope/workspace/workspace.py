@@ -80,7 +80,7 @@ class Workspace:
         sub = workdir.resolve().relative_to(top.resolve())
         path = tree / sub
         ensure_loope_dir(path)
-        return cls("worktree", path, Git(tree), base, base, branch=branch)
+        return cls("worktree", path, _confined(tree), base, base, branch=branch)
 
     @classmethod
     def _copy(cls, workdir: Path, top: Path | None, run_dir: Path) -> Workspace:
@@ -95,7 +95,7 @@ class Workspace:
             capture=True,
         )
         ensure_loope_dir(tree)
-        git = Git(tree)
+        git = _confined(tree)
         base = git.commit_all("loope: the workdir as the run started")
         return cls("copy", tree, git, base, base, git_dir=git_dir)
 
@@ -116,7 +116,11 @@ class Workspace:
     def reopen(
         cls, *, mode: Mode, path: Path, base: str, head: str, branch: str | None, git_dir: Path | None
     ) -> Workspace:
-        git = Git(path, git_dir) if mode == "in-place" else Git(path)
+        if mode == "in-place":
+            git = Git(path, git_dir)
+        else:
+            tree = _tree_of(path)
+            git = _confined(tree) if tree is not None else Git(path)
         return cls(mode, path, git, base, head, branch=branch, git_dir=git_dir)
 
     # -- per step -----------------------------------------------------------------------------
@@ -215,6 +219,23 @@ def _parents(dirs: set[str]) -> set[str]:
         parts = Path(d).parts
         out.update(str(Path(*parts[:i])) for i in range(1, len(parts)))
     return out
+
+
+def _confined(tree: Path) -> Git:
+    """Git for a workspace tree that can never reach a repository above it.
+
+    The tree lives inside the user's project (``.loope/runs/<id>/workspace``): should an agent delete
+    the tree's ``.git``, git would otherwise find the user's repository and commit onto their branch.
+    """
+    return Git(tree, env={"GIT_CEILING_DIRECTORIES": str(tree.resolve().parent)})
+
+
+def _tree_of(path: Path) -> Path | None:
+    """The ``workspace`` tree of a run dir holding ``path`` (the workdir's counterpart may be a subdirectory)."""
+    for candidate in (path, *path.parents):
+        if candidate.name == "workspace" and (candidate.parent / "spec.json").exists():
+            return candidate
+    return None
 
 
 def _snapshot(git: Git, index_file: Path) -> str:
