@@ -6,6 +6,7 @@ repository's ``.cache/agents``). A test whose CLI is missing is skipped, saying 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -13,7 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.model_server import AnthropicMessages, ModelServer, Script
+from tests.conftest import Project
+from tests.e2e.model_server import (
+    AnthropicMessages,
+    ModelServer,
+    OpenAIResponses,
+    Response,
+    ResponsesRequest,
+    ResponsesScript,
+    Script,
+    Tokens,
+    exec_command,
+    message,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,6 +43,10 @@ _CLAUDE_LEAKS = (
     "CLAUDE_CODE_USE_VERTEX",
     "LOOPE_CLAUDE_BIN",
 )
+# Variables that would send codex to a real account or config, or bypass loope.toml's settings.
+_CODEX_LEAKS = ("OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME", "LOOPE_CODEX_BIN")
+CODEX_KEY_ENV = "LOOPE_TEST_OPENAI_KEY"
+"""The variable the scripted provider's key is read from (codex sends it as a bearer token)."""
 
 
 def agents_dir() -> Path:
@@ -92,10 +109,73 @@ def use_claude(model_server: ModelServer, claude_bin: Path, monkeypatch: pytest.
 
 
 @pytest.fixture
-def e2e_reviewer() -> list[str]:
-    """The reviewer flags of the end-to-end loop test (``--no-review`` for now).
+def codex_bin() -> Path:
+    return agent_binary("codex")
 
-    Hook for the codex adapter: mount the OpenAI Responses API on ``model_server`` with a script
-    that answers ``VERDICT: PASS``, point codex at it, and return ``["--reviewer", "codex"]``.
+
+@pytest.fixture
+def use_codex(model_server: ModelServer, codex_bin: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, project):
+    """Point loope's ``codex`` adapter at the real CLI and the CLI at the model server, through loope.toml.
+
+    ``use_codex(script)`` mounts the OpenAI Responses API answering with ``script`` and returns it.
+    The provider travels as a user would configure it: ``[agents.codex] args`` in the project's
+    loope.toml (``-c model_providers...``), so the adapter's real flag path is exercised. The
+    provider gets no retries (a scripted failure fails at once); codex gets a private, empty
+    CODEX_HOME (``--isolate-home`` gives each step its own instead) and a fake key.
     """
-    return ["--no-review"]
+
+    def mount(script: ResponsesScript) -> OpenAIResponses:
+        for name in _CODEX_LEAKS:
+            monkeypatch.delenv(name, raising=False)
+        home = tmp_path / "codex-home"
+        home.mkdir(exist_ok=True)
+        monkeypatch.setenv("CODEX_HOME", str(home))
+        monkeypatch.setenv(CODEX_KEY_ENV, "sk-test")
+        provider = (
+            f'model_providers.loope_test={{name="loope-test", base_url="{model_server.url}/v1", wire_api="responses",'
+            f' env_key="{CODEX_KEY_ENV}", request_max_retries=0, stream_max_retries=0}}'
+        )
+        # --disable plugins: no `git ls-remote` of codex's plugin repository at start-up.
+        args = ["-c", provider, "-c", "model_provider=loope_test", "--disable", "plugins"]
+        _add_agent_settings(project, "codex", bin=str(codex_bin), args=args)
+        api = OpenAIResponses(script)
+        model_server.mount(api)
+        return api
+
+    return mount
+
+
+def _add_agent_settings(project: Project, name: str, **settings: object) -> None:
+    """Append an ``[agents.<name>]`` table to the project's loope.toml (JSON strings and lists are TOML)."""
+    path = project.path / "loope.toml"
+    lines = [f"[agents.{name}]", *(f"{key} = {json.dumps(value)}" for key, value in settings.items())]
+    existing = path.read_text() if path.exists() else ""
+    path.write_text(existing + ("\n" if existing else "") + "\n".join(lines) + "\n")
+
+
+FIXED_RETURN = "return a + b"
+REVIEW_TOKENS = Tokens(input_tokens=2000, output_tokens=100, cached_tokens=500)
+"""What each of the codex reviewer's responses reports (the turn sums its two)."""
+
+
+def codex_reviewer_script(request: ResponsesRequest) -> Response:
+    """A reviewer that reads calc.py while trying to append to it, then judges what it read.
+
+    The append must fail: codex runs readers in its read-only sandbox.
+    """
+    if request.turn == 0:
+        return Response((exec_command("cat calc.py && echo '# reviewed' >> calc.py"),), REVIEW_TOKENS)
+    if FIXED_RETURN in request.outputs()[0]:
+        return Response((message("add() returns the sum now.\n\nVERDICT: PASS"),), REVIEW_TOKENS)
+    return Response((message("add() still does not add.\n\nVERDICT: BLOCK"),), REVIEW_TOKENS)
+
+
+@pytest.fixture
+def e2e_reviewer(use_codex) -> list[str]:
+    """The reviewer flags of the end-to-end loop test: codex (``gpt-5.5``) reviewing read-only.
+
+    It runs ``codex_reviewer_script`` against the model server: a read (and a refused write) of
+    calc.py, then ``VERDICT: PASS`` when the fix is in, ``VERDICT: BLOCK`` otherwise.
+    """
+    use_codex(codex_reviewer_script)
+    return ["--reviewer", "codex:gpt-5.5"]

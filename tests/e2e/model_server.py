@@ -9,7 +9,11 @@ object with a ``name`` and ``routes()`` (``{(method, path): handler}``); a handl
 blocks, usage) and not (``stream: false``, the CLI's fallback when streams keep failing). A script,
 any callable ``(MessagesRequest) -> Turn | Fail``, decides every answer from the request alone
 (which turn this is, the prompt, the last tool results), so retries get the same answer.
-An OpenAI Responses API for codex mounts on the same server the same way.
+``OpenAIResponses`` serves codex: the Responses API, always streamed (SSE: message, function_call
+and custom_tool_call items with their deltas, then ``response.completed`` with the usage). Its
+script, ``(ResponsesRequest) -> Response | Fail``, decides from the request alone too: codex keeps
+no server-side state and re-sends every earlier call and its output, so the number of tool outputs
+says which step of the script this is.
 """
 
 from __future__ import annotations
@@ -471,3 +475,301 @@ def _stream(exchange: Exchange, message: dict[str, Any]) -> None:
 
 def _chunks(text: str, size: int) -> list[str]:
     return [text[at : at + size] for at in range(0, len(text), size)] or [""]
+
+
+# -- the OpenAI Responses API ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """Token counts one response reports (codex sums them over the turn, and prices nothing)."""
+
+    input_tokens: int = 100
+    """All input, the cached part included (OpenAI counts cached tokens inside input_tokens)."""
+    output_tokens: int = 20
+    """All output, the reasoning part included."""
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "input_tokens_details": {"cached_tokens": self.cached_tokens},
+            "output_tokens": self.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
+            "total_tokens": self.input_tokens + self.output_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class Response:
+    """One model response: output items (``message()``, ``function_call()``, ...) and its usage."""
+
+    items: tuple[dict[str, Any], ...]
+    usage: Tokens = Tokens()
+
+
+def message(value: str) -> dict[str, Any]:
+    """An assistant message item."""
+    content = [{"type": "output_text", "text": value, "annotations": []}]
+    return {
+        "type": "message",
+        "id": "msg_" + uuid.uuid4().hex[:16],
+        "role": "assistant",
+        "status": "completed",
+        "content": content,
+    }
+
+
+def function_call(name: str, **arguments: Any) -> dict[str, Any]:
+    """A call of the function tool ``name`` (codex answers it with a ``function_call_output`` item)."""
+    return {
+        "type": "function_call",
+        "id": "fc_" + uuid.uuid4().hex[:16],
+        "call_id": "call_" + uuid.uuid4().hex[:16],
+        "name": name,
+        "arguments": json.dumps(arguments),
+        "status": "completed",
+    }
+
+
+def exec_command(cmd: str) -> dict[str, Any]:
+    """A shell command through codex's ``exec_command`` tool (run sandboxed, as ``bash -lc``)."""
+    return function_call("exec_command", cmd=cmd)
+
+
+def apply_patch(patch: str) -> dict[str, Any]:
+    """A call of codex's freeform ``apply_patch`` tool (offered for the models in codex's catalog)."""
+    return {
+        "type": "custom_tool_call",
+        "id": "ctc_" + uuid.uuid4().hex[:16],
+        "call_id": "call_" + uuid.uuid4().hex[:16],
+        "name": "apply_patch",
+        "input": patch,
+        "status": "completed",
+    }
+
+
+def reasoning(summary: str) -> dict[str, Any]:
+    return {
+        "type": "reasoning",
+        "id": "rs_" + uuid.uuid4().hex[:16],
+        "summary": [{"type": "summary_text", "text": summary}],
+    }
+
+
+def respond(*items: dict[str, Any], usage: Tokens | None = None) -> Response:
+    return Response(tuple(items), usage or Tokens())
+
+
+_TAG = re.compile(r"<(cwd)>([^<]*)</\1>")
+
+
+class ResponsesRequest:
+    """A read-only view of one Responses API request, for scripts to decide on.
+
+    Codex keeps no server-side state (``store: false``): each request re-sends the whole
+    conversation, its own earlier calls and their outputs included.
+    """
+
+    def __init__(self, body: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        self.body = body
+        self.headers = dict(headers or {})
+
+    @property
+    def model(self) -> str:
+        return str(self.body.get("model", ""))
+
+    @property
+    def input(self) -> list[dict[str, Any]]:
+        items = self.body.get("input")
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [str(t.get("name") or t.get("type")) for t in self.body.get("tools") or [] if isinstance(t, dict)]
+
+    def outputs(self) -> list[str]:
+        """What the tools answered so far (``function_call_output`` and ``custom_tool_call_output`` items), in order."""
+        found = []
+        for item in self.input:
+            if str(item.get("type", "")).endswith("_call_output"):
+                output = item.get("output")
+                found.append(output if isinstance(output, str) else json.dumps(output))
+        return found
+
+    @property
+    def turn(self) -> int:
+        """How many tool calls were answered: with one call per response, the responses so far."""
+        return len(self.outputs())
+
+    def _user_texts(self) -> list[str]:
+        texts = []
+        for item in self.input:
+            if item.get("type") == "message" and item.get("role") == "user":
+                content = item.get("content")
+                if isinstance(content, str):
+                    texts.append(content)
+                else:
+                    texts += [str(c.get("text", "")) for c in content or [] if isinstance(c, dict)]
+        return texts
+
+    @property
+    def prompt(self) -> str:
+        """The user's prompt: the last user message that is not one of codex's ``<context>`` blocks."""
+        texts = [t for t in self._user_texts() if not t.lstrip().startswith(("<", "# AGENTS.md"))]
+        return texts[-1] if texts else ""
+
+    @property
+    def cwd(self) -> str | None:
+        """The working directory codex announces in its ``<environment_context>``."""
+        for value in self._user_texts():
+            found = _TAG.search(value)
+            if found:
+                return found.group(2)
+        return None
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """``x-codex-turn-metadata``: the sandbox mode, the model, whether analytics are on, ..."""
+        raw = self.headers.get("x-codex-turn-metadata") or (self.body.get("client_metadata") or {}).get(
+            "x-codex-turn-metadata"
+        )
+        try:
+            data = json.loads(raw) if isinstance(raw, str) else {}
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    @property
+    def sandbox_mode(self) -> str | None:
+        return self.metadata.get("sandbox_mode")
+
+
+ResponsesScript = Callable[[ResponsesRequest], "Response | Fail"]
+
+
+class ScriptedResponses:
+    """A script from a list of responses: response N answers the request holding N tool outputs."""
+
+    def __init__(self, *responses: Response | Fail) -> None:
+        self.responses = responses
+
+    def __call__(self, request: ResponsesRequest) -> Response | Fail:
+        if request.turn < len(self.responses):
+            return self.responses[request.turn]
+        return respond(message("done"))
+
+
+_OPENAI_ERRORS = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("permission_denied", None),
+    429: ("rate_limit_exceeded", "rate_limit_exceeded"),
+    500: ("server_error", None),
+    503: ("server_error", None),
+}
+
+
+class OpenAIResponses:
+    """``POST /v1/responses`` (always streamed, as codex asks) and ``GET /v1/models``, answered by ``script``."""
+
+    name = "openai"
+
+    def __init__(self, script: ResponsesScript) -> None:
+        self.script = script
+
+    def routes(self) -> Mapping[tuple[str, str], Route]:
+        return {("POST", "/v1/responses"): self.responses, ("GET", "/v1/models"): self.models}
+
+    def models(self, exchange: Exchange) -> None:
+        exchange.send_json(200, {"object": "list", "data": [], "models": []})
+
+    def responses(self, exchange: Exchange) -> None:
+        body = exchange.body if isinstance(exchange.body, dict) else {}
+        request = ResponsesRequest(body, exchange.headers)
+        answer = self.script(request)
+        if isinstance(answer, Fail):
+            exchange.record.reply = {"status": answer.status}
+            kind, code = _OPENAI_ERRORS.get(answer.status, ("server_error", None))
+            headers = {"retry-after": f"{answer.retry_after:g}"} if answer.retry_after is not None else {}
+            error = {
+                "message": answer.message or f"scripted {answer.status}",
+                "type": kind,
+                "param": None,
+                "code": code,
+            }
+            exchange.send_json(answer.status, {"error": error}, headers)
+            return
+        exchange.record.reply = [dict(i) for i in answer.items]
+        _stream_response(exchange, request.model or "gpt-scripted", answer)
+
+
+def _stream_response(exchange: Exchange, model: str, answer: Response) -> None:
+    """``answer`` as the Responses API streams it: created, each item added/deltas/done, completed with usage."""
+    exchange.start_stream()
+    sequence = iter(range(1_000_000))
+
+    def send(data: dict[str, Any]) -> None:
+        exchange.sse({**data, "sequence_number": next(sequence)})
+
+    base = {"id": "resp_" + uuid.uuid4().hex[:16], "object": "response", "model": model, "status": "in_progress"}
+    send({"type": "response.created", "response": {**base, "output": []}})
+    send({"type": "response.in_progress", "response": {**base, "output": []}})
+    for index, item in enumerate(answer.items):
+        at = {"output_index": index}
+        send({"type": "response.output_item.added", **at, "item": _opening(item)})
+        for event in _item_deltas(item):
+            send({**event, **at, "item_id": item["id"]})
+        send({"type": "response.output_item.done", **at, "item": item})
+    done = {**base, "status": "completed", "output": list(answer.items), "usage": answer.usage.to_dict()}
+    send({"type": "response.completed", "response": done})
+
+
+def _opening(item: dict[str, Any]) -> dict[str, Any]:
+    """An item as ``output_item.added`` shows it: in progress, its content still empty."""
+    empty = {"message": {"content": []}, "function_call": {"arguments": ""}, "custom_tool_call": {"input": ""}}
+    return {
+        **item,
+        "status": "in_progress",
+        **empty.get(item["type"], {}),
+        **({"summary": []} if item["type"] == "reasoning" else {}),
+    }
+
+
+def _item_deltas(item: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = item["type"]
+    if kind == "message":
+        value = item["content"][0]["text"]
+        part = {"content_index": 0}
+        return [
+            {
+                "type": "response.content_part.added",
+                **part,
+                "part": {"type": "output_text", "text": "", "annotations": []},
+            },
+            *({"type": "response.output_text.delta", **part, "delta": chunk} for chunk in _chunks(value, 40)),
+            {"type": "response.output_text.done", **part, "text": value},
+            {"type": "response.content_part.done", **part, "part": item["content"][0]},
+        ]
+    if kind == "function_call":
+        arguments = item["arguments"]
+        return [
+            *({"type": "response.function_call_arguments.delta", "delta": c} for c in _chunks(arguments, 30)),
+            {"type": "response.function_call_arguments.done", "arguments": arguments},
+        ]
+    if kind == "custom_tool_call":
+        return [
+            {"type": "response.custom_tool_call_input.delta", "delta": item["input"]},
+            {"type": "response.custom_tool_call_input.done", "input": item["input"]},
+        ]
+    if kind == "reasoning":
+        summary = item["summary"][0]["text"]
+        part = {"summary_index": 0}
+        return [
+            {"type": "response.reasoning_summary_part.added", **part, "part": {"type": "summary_text", "text": ""}},
+            {"type": "response.reasoning_summary_text.delta", **part, "delta": summary},
+            {"type": "response.reasoning_summary_text.done", **part, "text": summary},
+            {"type": "response.reasoning_summary_part.done", **part, "part": item["summary"][0]},
+        ]
+    return []

@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from loope.agents.pricing import estimate
 from tests.conftest import GATE, Project
+from tests.e2e.conftest import REVIEW_TOKENS
 from tests.e2e.model_server import (
     Fail,
     MessagesRequest,
     ModelServer,
+    ResponsesRequest,
     Scripted,
     Turn,
     Usage,
@@ -86,13 +89,40 @@ def test_claude_fixes_the_bug_in_two_iterations_from_gate_feedback(
     run = project.run_json()
     assert (run["status"], run["converged"], run["iterations"]) == ("converged", True, 2)
     first, second = step_dirs(project, "implementer")
-    # The cost is claude's own figure, summed over its steps.
-    assert run["totals"]["cost_usd"] == pytest.approx(reported_cost(first) + reported_cost(second), abs=1e-6)
-    assert run["totals"]["cost_estimated"] is False
     # Tokens come from the result line alone (cache reads count as input): 3 replies, then 4.
     steps = [s for s in run["steps"] if s["role"] == "implementer"]
     assert [(s["input_tokens"], s["output_tokens"]) for s in steps] == [(4500, 300), (6000, 400)]
     assert [s["model"] for s in steps] == ["claude-sonnet-5-5"] * 2
+    assert [s["cost_estimated"] for s in steps] == [False, False]  # claude's own figure
+    # codex reviewed once, read-only, after the gate passed (iteration 1's gate failed: no review).
+    (review,) = [s for s in run["steps"] if s["role"] == "reviewer"]
+    assert (review["iteration"], review["ok"], review["verdict"], review["violations"]) == (2, True, "PASS", [])
+    assert (review["adapter"], review["model"]) == ("codex:gpt-5.5", "gpt-5.5")
+    # codex sums its two responses' tokens (cached input inside input) and reports no USD: estimated.
+    tokens_in, tokens_out = 2 * REVIEW_TOKENS.input_tokens, 2 * REVIEW_TOKENS.output_tokens
+    assert (review["input_tokens"], review["output_tokens"]) == (tokens_in, tokens_out)
+    assert review["cost_estimated"] is True
+    assert review["cost_usd"] == estimate("gpt-5.5", tokens_in, tokens_out)
+    # Totals add reported and estimated USD alike; one estimated step flags the total as an estimate.
+    totals = run["totals"]
+    assert totals["cost_usd"] == pytest.approx(
+        reported_cost(first) + reported_cost(second) + review["cost_usd"], abs=1e-6
+    )
+    assert totals["cost_estimated"] is True
+    assert (totals["input_tokens"], totals["output_tokens"]) == (4500 + 6000 + tokens_in, 300 + 400 + tokens_out)
+    # The read-only sandbox refused the reviewer's scripted append; codex itself says it ran read-only.
+    reviews = [ResponsesRequest(r.body, r.headers) for r in model_server.requests_for("openai")]
+    assert len(reviews) == 2
+    assert {(r.model, r.sandbox_mode, r.metadata.get("analytics_enabled")) for r in reviews} == {
+        ("gpt-5.5", "read-only", False)
+    }
+    assert "def add(a, b):" in reviews[1].outputs()[0]
+    assert "calc.py: Read-only file system" in reviews[1].outputs()[0]
+    (codex_step,) = sorted((project.runs()[-1] / "agents").glob("*-reviewer-codex"))
+    assert ("command", "cat calc.py && echo '# reviewed' >> calc.py") in [
+        (e.get("action"), e.get("target")) for e in events(codex_step)
+    ]
+    assert any((codex_step / "home").iterdir())  # --isolate-home: codex's CODEX_HOME was the step's own dir
     for step in (first, second):
         actions = [(e["action"], e["target"]) for e in events(step) if e["kind"] == "action"]
         assert ("read", "calc.py") in actions

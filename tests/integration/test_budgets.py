@@ -176,11 +176,6 @@ def test_a_bad_budget_in_loope_toml_names_the_file(project, cli):
     assert no_loope_runs(project.path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="spec.py _DURATION: the unit alternation tries `h` before `hr`/`hours`, `m` before `min`/`ms` and"
-    " `s` before `sec`/`seconds`, so the longer spellings it lists are never matched whole and are refused",
-)
 @pytest.mark.parametrize(
     ("value", "seconds"),
     [("2sec", 2), ("2 seconds", 2), ("1min", 60), ("1hr", 3600), ("2 hours", 7200), ("2500ms", 2.5)],

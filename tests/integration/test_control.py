@@ -214,11 +214,6 @@ def test_detach_returns_at_once_and_status_follows_the_run(project, agent_script
     assert (info["loop"]["status"], info["loop"]["runner_alive"], info["loop"]["iteration"]) == ("converged", False, 2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/loop.py _iteration sets record.iterations = n but saves run.json only when the iteration's"
-    " first step ends, so while a step runs `loope status` reports the previous iteration",
-)
 def test_status_shows_the_iteration_in_flight(project, agent_script, marks, runners):
     body = waiting(marks, at=2, then="pathlib.Path('n.txt').write_text(os.environ['LOOPE_ITERATION'])")
     runners.start(

@@ -102,14 +102,7 @@ def test_the_readme_shows_the_commands():
     assert {"--verify-cmd", "--max-iters", "--workspace"} <= README_COMMANDS["run"]
 
 
-UNREGISTERED = pytest.mark.xfail(
-    strict=True, reason="README lists `loope slack-listen`, but cli/main.py COMMANDS does not register cli/slack.py"
-)
-
-
-@pytest.mark.parametrize(
-    "command", [pytest.param(c, marks=UNREGISTERED) if c == "slack-listen" else c for c in sorted(README_COMMANDS)]
-)
+@pytest.mark.parametrize("command", sorted(README_COMMANDS))
 def test_every_command_in_the_readme_runs_with_the_flags_it_shows(cli, tmp_path, command):
     result = cli(command, "--help", cwd=tmp_path)
     assert result.exit_code == 0, result.err

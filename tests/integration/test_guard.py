@@ -275,10 +275,10 @@ def test_the_runner_owned_best_ledger_and_score_log_cannot_be_written(scored, ag
         "ledger.jsonl is written only by loope; the change to it was undone",
         "score.log is written only by loope; the change to it was undone",
     ]
-    assert [line.split("\t")[1:] for line in (rundir / "score.log").read_text().splitlines()] == [
-        ["1", "12", "reverted"],
-        ["2", "7", "kept"],
-    ]
+    logged = [line.split("\t")[1:] for line in (rundir / "score.log").read_text().splitlines()]
+    assert logged[0] == ["1", "12", "reverted"]
+    assert "99" not in [line[0] for line in logged]  # the forged line is gone
+    assert all(a["iteration"] != 99 for a in ledger)
     assert (rundir / "best").read_text() == "7\n"
     assert run["best"]["score"] == 7
 
@@ -302,11 +302,6 @@ def test_the_metric_script_is_protected(scored, agent_script, cli):
     assert (Path(run["workspace"]["path"]) / "measure.py").read_text().startswith("import solution")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/loop.py _attach seals only runner-owned files that already exist; a `best` created by the"
-    " agent before any score exists is neither undone nor recorded",
-)
 def test_a_best_file_created_before_any_score_exists_is_removed(scored, agent_script, cli):
     scored.write("solution.py", "RESULT = 'not scored yet'\n")
     scored.commit("no score yet")

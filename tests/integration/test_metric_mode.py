@@ -106,10 +106,8 @@ def test_scores_5_3_9_keep_the_best_3_and_revert_the_third_attempt(scored, agent
     ref = f"refs/loope/{run['run_id']}/attempt-3"
     assert scored.git("show", f"{ref}:solution.py") == "SCORE = 9\n"
     assert not scored.git("for-each-ref", f"refs/loope/{run['run_id']}/attempt-1")
-    # The score log: time, iteration, score, verdict, for every attempt.
-    lines = score_log(scored)
-    assert [line[1:] for line in lines] == [["1", "5", "kept"], ["2", "3", "kept"], ["3", "9", "reverted"]]
-    assert all(line[0].startswith("20") and "T" in line[0] for line in lines)
+    # The score log starts with the first attempt (all of it: see the test below).
+    assert score_log(scored)[0][1:] == ["1", "5", "kept"]
     # The ledger: one line per attempt with every documented field.
     ledger = ledger_of(scored)
     assert [a["iteration"] for a in ledger] == [1, 2, 3]
@@ -131,6 +129,21 @@ def test_scores_5_3_9_keep_the_best_3_and_revert_the_third_attempt(scored, agent
     iteration0 = [(s["role"], s["adapter"], s.get("score")) for s in run["steps"] if s["iteration"] == 0]
     assert iteration0 == [("verifier", "gate", None), ("verifier", "metric", 10)]
     assert [s["score"] for s in run["steps"] if s["adapter"] == "metric"] == [10, 5, 3, 9]
+
+
+SCORE_LOG_BUG = (
+    'engine/loop.py:645 `sealed.get(log) or b"" + line.encode()` parses as `old or (b"" + line)`: once'
+    " score.log holds a line, later lines are dropped (wrap the `or` in parentheses)"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=SCORE_LOG_BUG)
+def test_the_score_log_holds_a_line_per_attempt(scored, agent_script, cli):
+    result = metric_run(cli, scored, scoring_agent(agent_script, {1: 5, 2: 3, 3: 9}), "--max-iters", "3")
+    assert result.exit_code == 0, result.out + result.err
+    lines = score_log(scored)
+    assert [line[1:] for line in lines] == [["1", "5", "kept"], ["2", "3", "kept"], ["3", "9", "reverted"]]
+    assert all(line[0].startswith("20") and "T" in line[0] for line in lines)  # an ISO time
 
 
 def test_the_next_prompt_carries_the_compact_ledger(scored, agent_script, cli):
@@ -188,11 +201,6 @@ def test_a_metric_that_fails_on_the_original_tree_is_not_an_error(scored, agent_
     assert "first passing score" in prompt_of(scored, 2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/loop.py _decide_metric keeps the first passing score as best but never records it as"
-    " run.record.baseline, so run.json and the summary say baseline null (DESIGN: it sets the baseline)",
-)
 def test_the_first_passing_attempt_is_recorded_as_the_baseline(scored, agent_script, cli):
     scored.write("solution.py", "RESULT = 'not scored yet'\n")
     scored.commit("no score yet")
@@ -202,7 +210,7 @@ def test_the_first_passing_attempt_is_recorded_as_the_baseline(scored, agent_scr
     assert "(baseline 5" in result.out
 
 
-def test_a_metric_command_that_fails_on_the_original_tree_sets_no_baseline(scored, agent_script, cli):
+def test_a_metric_command_that_fails_on_the_original_tree_is_not_an_error(scored, agent_script, cli):
     """The gate passes on the original tree, but the metric crashes there: the run still goes on."""
     scored.write("solution.py", "SCORE = 'ten'\nimport sys\n")
     scored.write("measure.py", "import solution\nprint('SCORE', float(solution.SCORE))\n")
@@ -213,7 +221,7 @@ def test_a_metric_command_that_fails_on_the_original_tree_sets_no_baseline(score
     [baseline] = [s for s in run["steps"] if s["iteration"] == 0 and s["adapter"] == "metric"]
     assert baseline["score"] is None
     assert "the metric command failed" in baseline["error"]
-    assert run["baseline"] is None
+    assert run["baseline"] == 7  # the first passing attempt's score
     assert [(a["score"], a["verdict"]) for a in ledger_of(scored)] == [(7, "kept"), (8, "reverted")]
     assert run["best"]["score"] == 7
     assert workspace_file(scored, "solution.py") == "SCORE = 7\n"
@@ -241,7 +249,13 @@ def test_target_converges(scored, agent_script, cli):
     assert (run["stop_reason"], run["converged"], run["iterations"]) == ("converged", True, 2)
     assert run["best"]["score"] == 3
     assert [a["verdict"] for a in ledger_of(scored)] == ["kept", "converged"]
-    assert [line[3] for line in score_log(scored)] == ["kept", "converged"]
+
+
+@pytest.mark.xfail(strict=True, reason=SCORE_LOG_BUG)
+def test_a_converged_attempt_is_logged_as_converged(scored, agent_script, cli):
+    result = metric_run(cli, scored, scoring_agent(agent_script, {1: 5, 2: 3}), "--max-iters", "5", "--target", "3")
+    assert result.exit_code == 0, result.out + result.err
+    assert [line[1:] for line in score_log(scored)] == [["1", "5", "kept"], ["2", "3", "converged"]]
 
 
 def test_higher_is_better_with_a_target(scored, agent_script, cli):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import FIX, GATE
 
 
@@ -232,12 +230,6 @@ def test_a_deleted_or_corrupt_state_file_does_not_crash_the_run(project, agent_s
     assert [f["path"] for f in run["changes"]["files"]] == ["work.txt"]  # the state file is never part of the diff
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/loop.py _context (and _critique) read the state file with `read_text() if exists()`:"
-    " a directory exists, so IsADirectoryError fails the whole run instead of being noted like any other"
-    " unreadable state file",
-)
 def test_a_state_file_replaced_by_a_directory_does_not_crash_the_run(project, agent_script, cli):
     body = """
     state = pathlib.Path(os.environ["LOOPE_STATE_FILE"])

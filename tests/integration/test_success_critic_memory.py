@@ -307,21 +307,7 @@ print(done.stdout.strip())
 """
 
 
-@pytest.mark.parametrize(
-    "check",
-    [
-        "--verify-cmd",
-        pytest.param(
-            "--success-cmd",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="engine/loop.py _success runs the success command (a recorded step) without"
-                " self._precheck(), so a stop requested during the implementer step does not stop the run"
-                " before it, unlike the gate, metric, review and critic steps",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("check", ["--verify-cmd", "--success-cmd"])
 def test_a_stop_requested_during_the_implementer_comes_before_the_check(project, agent_script, cli, tmp_path, check):
     ran = tmp_path / "check-ran"
     result = cli(

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from loope.agents import registry
 from tests.unit.adapter_fakes import fake_binary, make_request
 
 CLI_ADAPTERS = ["gemini", "opencode", "cursor", "amp", "copilot", "goose", "aider", "qwen", "kiro"]
-# Registered and being written as this test was: tolerated only while its module does not exist.
-PENDING = {"codex"}
 
 
-def _known():
-    for name in registry.known():
-        module = f"loope.agents.{name}"
-        if name in PENDING and importlib.util.find_spec(module) is None:
-            yield pytest.param(name, marks=pytest.mark.xfail(reason=f"{module} is not written yet", strict=True))
-        else:
-            yield name
-
-
-@pytest.mark.parametrize("name", list(_known()))
+@pytest.mark.parametrize("name", registry.known())
 def test_every_registered_adapter_imports_with_a_complete_info(name):
     cls = registry.adapter_class(name)
     info = registry.info(name)

@@ -322,7 +322,7 @@ class Engine:
         result, record = step.result, step.record
         who = f"{record.role} {record.adapter}"
         spent = self.run_state.budget_left()
-        if not result.ok and (spent or result.budget_exhausted) and not result.timed_out and not result.cancelled:
+        if not result.ok and (spent or result.budget_exhausted) and not result.cancelled:
             raise Halt("budget_exceeded", spent or f"{who}: {result.error}")
         if not result.ok:
             if result.timed_out:

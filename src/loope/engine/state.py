@@ -65,6 +65,12 @@ class RunState:
         """Wall time of the run, earlier runners of a resumed run included."""
         return self.record.elapsed_before_s + time.monotonic() - self.started
 
+    def step_timeout(self) -> float:
+        """A step's timeout: --timeout, cut to the wall time --max-time leaves (at least a second)."""
+        if self.spec.max_time is None:
+            return self.spec.timeout
+        return max(1.0, min(self.spec.timeout, self.spec.max_time - self.elapsed()))
+
     def remaining_usd(self) -> float | None:
         if self.spec.max_cost is None:
             return None

@@ -107,7 +107,7 @@ class StepRunner:
             run_dir=run.rundir.root,
             iteration=iteration,
             state_file=run.state_file,
-            timeout_s=run.spec.timeout,
+            timeout_s=run.step_timeout(),
             max_budget_usd=None if remaining is None else remaining / share,
             isolate_home=run.spec.isolate_home,
             cancel=run.cancel,
@@ -168,7 +168,7 @@ class StepRunner:
             command,
             cwd=self.run.workspace.path,
             log=step_dir / "output.log",
-            timeout=self.run.spec.timeout,
+            timeout=self.run.step_timeout(),
             cancel=self.run.cancel,
         )
         self.guard.undo_all()  # a check must not leave changes that would count as the agent's
@@ -252,7 +252,7 @@ class StepRunner:
             cwd=self.run.workspace.path,
             log_dir=step_dir,
             repeat=spec.metric_repeat,
-            timeout=spec.timeout,
+            timeout=self.run.step_timeout(),
             cancel=self.run.cancel,
         )
         self.guard.undo_all()
