@@ -646,16 +646,23 @@ class ResponsesRequest:
         return self.metadata.get("sandbox_mode")
 
 
-ResponsesScript = Callable[[ResponsesRequest], "Response | Fail"]
+@dataclass(frozen=True)
+class Hang:
+    """No answer at all: the request is read and left unanswered until ``release`` is set (then dropped)."""
+
+    release: threading.Event
+
+
+ResponsesScript = Callable[[ResponsesRequest], "Response | Fail | Hang"]
 
 
 class ScriptedResponses:
     """A script from a list of responses: response N answers the request holding N tool outputs."""
 
-    def __init__(self, *responses: Response | Fail) -> None:
+    def __init__(self, *responses: Response | Fail | Hang) -> None:
         self.responses = responses
 
-    def __call__(self, request: ResponsesRequest) -> Response | Fail:
+    def __call__(self, request: ResponsesRequest) -> Response | Fail | Hang:
         if request.turn < len(self.responses):
             return self.responses[request.turn]
         return respond(message("done"))
@@ -689,6 +696,11 @@ class OpenAIResponses:
         body = exchange.body if isinstance(exchange.body, dict) else {}
         request = ResponsesRequest(body, exchange.headers)
         answer = self.script(request)
+        if isinstance(answer, Hang):
+            exchange.record.reply = "hang"
+            answer.release.wait()
+            exchange._handler.close_connection = True  # drop the connection: it never got an answer
+            return
         if isinstance(answer, Fail):
             exchange.record.reply = {"status": answer.status}
             kind, code = _OPENAI_ERRORS.get(answer.status, ("server_error", None))

@@ -9,14 +9,16 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from loope.agents.pricing import estimate
-from tests.conftest import FIXED_CALC, GATE, Project
+from tests.conftest import FIXED_CALC, GATE, Project, gone
 from tests.e2e.model_server import (
     Fail,
+    Hang,
     ModelServer,
     Response,
     ResponsesRequest,
@@ -31,7 +33,8 @@ pytestmark = pytest.mark.e2e
 
 PYTHON = shlex.quote(sys.executable)
 TOKENS = Tokens(input_tokens=3000, output_tokens=200, cached_tokens=1000, reasoning_tokens=50)
-SHELL_FIX = f"{PYTHON} -c \"import pathlib; p = pathlib.Path('calc.py'); p.write_text(p.read_text().replace('a - b', 'a + b'))\""
+EDIT = "import pathlib; p = pathlib.Path('calc.py'); p.write_text(p.read_text().replace('a - b', 'a + b'))"
+SHELL_FIX = f'{PYTHON} -c "{EDIT}"'
 DOCSTRING_PATCH = '''*** Begin Patch
 *** Update File: calc.py
 @@
@@ -186,3 +189,24 @@ def test_codex_failed_turn_exits_1_and_fails_the_step_with_codexs_reason(
     (step,) = step_dir(project, "*-implementer-codex")
     assert [e["type"] for e in transcript(step)][-2:] == ["error", "turn.failed"]
     assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+
+
+def test_codex_waiting_forever_on_the_model_is_cut_by_the_step_timeout(
+    project, cli, use_codex, model_server: ModelServer
+):
+    # A provider that takes the request and never answers: codex has no timeout for that, loope's covers it.
+    release = threading.Event()
+    use_codex(ScriptedResponses(Hang(release)))
+    try:
+        result = run_loop(cli, project, "--implementer", "codex", "--no-review", "--timeout", "3")
+    finally:
+        release.set()
+
+    assert result.exit_code == 1
+    run = project.run_json()
+    assert run["stop_reason"] == "timed_out"
+    assert "timed out after 3s" in run["stop_detail"]
+    assert len(model_server.requests_for("openai")) == 1
+    (step,) = step_dir(project, "*-implementer-codex")
+    assert gone(int((step / "process.pid").read_text()))  # the whole process group was killed
+    assert [e["type"] for e in transcript(step)] == ["thread.started", "turn.started"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -33,8 +34,6 @@ else:
 
 
 def _indent(text: str) -> str:
-    import textwrap
-
     return textwrap.indent(textwrap.dedent(text).strip("\n"), "    ")
 
 

@@ -131,13 +131,8 @@ def test_scores_5_3_9_keep_the_best_3_and_revert_the_third_attempt(scored, agent
     assert [s["score"] for s in run["steps"] if s["adapter"] == "metric"] == [10, 5, 3, 9]
 
 
-SCORE_LOG_BUG = (
-    'engine/loop.py:645 `sealed.get(log) or b"" + line.encode()` parses as `old or (b"" + line)`: once'
-    " score.log holds a line, later lines are dropped (wrap the `or` in parentheses)"
-)
 
 
-@pytest.mark.xfail(strict=True, reason=SCORE_LOG_BUG)
 def test_the_score_log_holds_a_line_per_attempt(scored, agent_script, cli):
     result = metric_run(cli, scored, scoring_agent(agent_script, {1: 5, 2: 3, 3: 9}), "--max-iters", "3")
     assert result.exit_code == 0, result.out + result.err
@@ -251,11 +246,20 @@ def test_target_converges(scored, agent_script, cli):
     assert [a["verdict"] for a in ledger_of(scored)] == ["kept", "converged"]
 
 
-@pytest.mark.xfail(strict=True, reason=SCORE_LOG_BUG)
 def test_a_converged_attempt_is_logged_as_converged(scored, agent_script, cli):
     result = metric_run(cli, scored, scoring_agent(agent_script, {1: 5, 2: 3}), "--max-iters", "5", "--target", "3")
     assert result.exit_code == 0, result.out + result.err
     assert [line[1:] for line in score_log(scored)] == [["1", "5", "kept"], ["2", "3", "converged"]]
+
+
+def test_a_baseline_that_already_reaches_the_target_converges_without_an_attempt(scored, agent_script, cli):
+    result = metric_run(
+        cli, scored, scoring_agent(agent_script, {1: 12}), "--max-iters", "3", "--target", "11", gate=CHEAP_GATE
+    )
+    assert result.exit_code == 0, result.out + result.err
+    run = scored.run_json()
+    assert run["stop_reason"] == "converged"
+    assert [s for s in run["steps"] if s["role"] == "implementer"] == []
 
 
 def test_higher_is_better_with_a_target(scored, agent_script, cli):

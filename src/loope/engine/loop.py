@@ -323,7 +323,8 @@ class Engine:
         who = f"{record.role} {record.adapter}"
         spent = self.run_state.budget_left()
         if not result.ok and (spent or result.budget_exhausted) and not result.cancelled:
-            raise Halt("budget_exceeded", spent or f"{who}: {result.error}")
+            detail = f"{who}: {result.error}"
+            raise Halt("budget_exceeded", f"{spent}; {detail}" if spent else detail)
         if not result.ok:
             if result.timed_out:
                 raise Halt("timed_out", f"{who} {result.error}")
@@ -588,6 +589,9 @@ class Engine:
             run.record.baseline = result.score
             self._set_best(result.score, 0)
         self.bus.emit("metric", iteration=0, score=result.score, baseline=result.score, error=result.error)
+        assert spec.direction is not None
+        if decisions.reached(result.score, spec.target, spec.direction):
+            raise Halt("converged", f"the original tree already reaches the target {spec.target:g}")
 
     def _score(self, n: int) -> Measurement:
         run, spec = self.run_state, self.spec
@@ -642,7 +646,7 @@ class Engine:
         assert self._guard is not None
         line = f"{now_iso()}\t{n}\t{'' if score is None else f'{score:g}'}\t{verdict}\n"
         log = run.rundir / "score.log"
-        self._guard.write_sealed(log, self._guard.sealed.get(log) or b"" + line.encode())
+        self._guard.write_sealed(log, (self._guard.sealed.get(log) or b"") + line.encode())
         note = f"Attempt {n}: score {score if score is not None else 'none'}; {decision.why}; {verdict}."
         if problem:
             note += f"\n{problem}"

@@ -136,6 +136,8 @@ class StepRunner:
 
     def _finish(self, step: AgentStep, violations: list[str]) -> None:
         record = step.record
+        if violations:
+            self.run.bus.emit("guard", step=record.id, iteration=record.iteration, violations=violations)
         record.changed_files = [c.path for c in step.changes]
         record.files = files_of(step.changes)
         record.violations = violations

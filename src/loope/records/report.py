@@ -83,7 +83,7 @@ def render(run: Mapping[str, Any]) -> str:
         )
     steps = run.get("steps", [])
     for iteration, group in groupby(steps, key=lambda s: s["iteration"]):
-        title = "Design" if iteration == 0 else f"Iteration {iteration}"
+        title = "Before iteration 1" if iteration == 0 else f"Iteration {iteration}"
         lines += ["", f"## {title}", "", "| step | role | agent | result | verdict | time | cost | changes |"]
         lines.append("|---|---|---|---|---|---|---|---|")
         for s in group:
