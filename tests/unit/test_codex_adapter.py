@@ -7,7 +7,6 @@ process, parsing, judging and costing path a real ``codex exec --json`` goes thr
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 import pytest
 
@@ -27,7 +26,8 @@ from tests.unit.adapter_fakes import (
 
 PATCH_RUN = "/work/scratch/codex/ws/t-writer-patch"  # where codex-writer-apply-patch.jsonl was recorded
 NOUSERNS_PATCH_RUN = "/work/scratch/codex/ws/t-nouserns-patch"
-SHELL_FIX = "python3 -c \"import pathlib;p=pathlib.Path('calc.py');p.write_text(p.read_text().replace('a - b','a + b'))\""
+EDIT = "import pathlib;p=pathlib.Path('calc.py');p.write_text(p.read_text().replace('a - b','a + b'))"
+SHELL_FIX = f'python3 -c "{EDIT}"'
 METADATA_WARNING = (
     "codex warning: Model metadata for `some-model` not found. Defaulting to fallback metadata;"
     " this can degrade performance and cause issues."
@@ -35,7 +35,7 @@ METADATA_WARNING = (
 
 
 @pytest.fixture(autouse=True)
-def _empty_codex_home(tmp_path, monkeypatch):
+def codex_home(tmp_path, monkeypatch):
     """The adapter reads codex's config.toml for the model: never the real ~/.codex."""
     home = tmp_path / "codex-home"
     home.mkdir()
@@ -114,13 +114,13 @@ def test_the_prompt_travels_on_stdin(tmp_path):
     assert (tmp_path / "args.txt").read_text().splitlines()[-1] == "-"
 
 
-def test_isolate_home_points_codex_home_at_a_private_dir_that_exists(tmp_path, _empty_codex_home):
+def test_isolate_home_points_codex_home_at_a_private_dir_that_exists(tmp_path, codex_home):
     env = CodexAgent().environment(make_request(tmp_path, isolate_home=True))
     assert env["CODEX_HOME"] == str(tmp_path / "step" / "home")
     assert (tmp_path / "step" / "home").is_dir()  # codex refuses a CODEX_HOME that does not exist
 
     shared = CodexAgent().environment(make_request(tmp_path))
-    assert shared["CODEX_HOME"] == str(_empty_codex_home)  # the user's own, untouched
+    assert shared["CODEX_HOME"] == str(codex_home)  # the user's own, untouched
 
 
 # -- successful runs -----------------------------------------------------------------------------
@@ -187,9 +187,9 @@ def test_the_final_message_is_the_last_agent_message(tmp_path):
         ([], 'model = "gpt-5-nano"\n[model_providers.x]\nname = "x"\n', "gpt-5-nano"),
     ],
 )
-def test_the_model_for_the_price_comes_from_the_args_or_config_toml(tmp_path, _empty_codex_home, args, config, expected):
+def test_the_model_for_the_price_comes_from_the_args_or_config_toml(tmp_path, codex_home, args, config, expected):
     if config:
-        (_empty_codex_home / "config.toml").write_text(config)
+        (codex_home / "config.toml").write_text(config)
 
     result, _ = replay(CodexAgent, tmp_path, "codex-reviewer.jsonl", options={"args": args})
 
@@ -368,7 +368,9 @@ def test_a_usage_error_reports_the_error_line_not_the_help_hint(tmp_path):
     )
     result, _ = run_agent(CodexAgent, tmp_path, body)
 
-    assert result.error == "codex exited with exit code 2: error: the argument '--model <MODEL>' cannot be used multiple times"
+    assert result.error == (
+        "codex exited with exit code 2: error: the argument '--model <MODEL>' cannot be used multiple times"
+    )
 
 
 def test_a_sandbox_that_cannot_start_fails_the_step_with_the_fix(tmp_path):

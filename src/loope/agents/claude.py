@@ -13,14 +13,13 @@ Claude Code reports API failures with exit 1 and ``is_error: true`` on the resul
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.jsonl import as_float, as_int, json_object, relative_path
 from loope.agents.process import ProcessAgent, Session
 from loope.proc import ProcResult
 
@@ -60,16 +59,7 @@ class ClaudeSession(Session):
 
     def relative(self, path: str) -> str:
         """``path`` relative to the workspace when it lies inside it (claude reports absolute paths)."""
-        if not os.path.isabs(path):
-            return path
-        for root in (self.cwd, str(self.workspace) if self.workspace else None):
-            if not root:
-                continue
-            for base in {root, os.path.realpath(root)}:
-                rel = os.path.relpath(path, base)
-                if rel != os.pardir and not rel.startswith(os.pardir + os.sep):
-                    return rel
-        return path
+        return relative_path(path, self.cwd, str(self.workspace) if self.workspace else None)
 
 
 class ClaudeAgent(ProcessAgent):
@@ -119,7 +109,7 @@ class ClaudeAgent(ProcessAgent):
 
     def parse_line(self, line: str, session: Session) -> Iterable[AgentEvent]:
         assert isinstance(session, ClaudeSession)
-        data = _json_object(line)
+        data = json_object(line)
         if data is None:
             session.noise.append(line)
             return ()
@@ -203,9 +193,9 @@ def _note_usage(message: Mapping[str, Any], session: ClaudeSession) -> None:
     msg_id = message.get("id")
     if not isinstance(usage, dict) or not isinstance(msg_id, str) or message.get("model") == "<synthetic>":
         return
-    tokens_in = _int(usage.get("input_tokens"))
-    tokens_in += _int(usage.get("cache_creation_input_tokens")) + _int(usage.get("cache_read_input_tokens"))
-    tokens_out = _int(usage.get("output_tokens"))
+    tokens_in = as_int(usage.get("input_tokens"))
+    tokens_in += as_int(usage.get("cache_creation_input_tokens")) + as_int(usage.get("cache_read_input_tokens"))
+    tokens_out = as_int(usage.get("output_tokens"))
     # One line per content block, each repeating the message's usage: keep the largest, not the sum.
     seen_in, seen_out = session.message_usage.get(msg_id, (0, 0))
     session.message_usage[msg_id] = (max(seen_in, tokens_in), max(seen_out, tokens_out))
@@ -225,7 +215,7 @@ def _result(data: Mapping[str, Any], session: ClaudeSession) -> list[AgentEvent]
     session.budget_exhausted = data.get("subtype") == "error_max_budget_usd"
     tokens_in, tokens_out = _result_tokens(data)
     cost = data.get("total_cost_usd")
-    events.append(AgentEvent.usage(tokens_in, tokens_out, _float(cost)))
+    events.append(AgentEvent.usage(tokens_in, tokens_out, as_float(cost)))
     return events
 
 
@@ -239,16 +229,18 @@ def _result_tokens(data: Mapping[str, Any]) -> tuple[int, int]:
     if isinstance(per_model, dict) and per_model:
         models = [m for m in per_model.values() if isinstance(m, dict)]
         tokens_in = sum(
-            _int(m.get("inputTokens")) + _int(m.get("cacheReadInputTokens")) + _int(m.get("cacheCreationInputTokens"))
+            as_int(m.get("inputTokens"))
+            + as_int(m.get("cacheReadInputTokens"))
+            + as_int(m.get("cacheCreationInputTokens"))
             for m in models
         )
-        return tokens_in, sum(_int(m.get("outputTokens")) for m in models)
+        return tokens_in, sum(as_int(m.get("outputTokens")) for m in models)
     usage = data.get("usage")
     if not isinstance(usage, dict):
         return 0, 0
-    tokens_in = _int(usage.get("input_tokens"))
-    tokens_in += _int(usage.get("cache_creation_input_tokens")) + _int(usage.get("cache_read_input_tokens"))
-    return tokens_in, _int(usage.get("output_tokens"))
+    tokens_in = as_int(usage.get("input_tokens"))
+    tokens_in += as_int(usage.get("cache_creation_input_tokens")) + as_int(usage.get("cache_read_input_tokens"))
+    return tokens_in, as_int(usage.get("output_tokens"))
 
 
 def _result_error(data: Mapping[str, Any]) -> str | None:
@@ -285,25 +277,6 @@ def _system(data: Mapping[str, Any], session: ClaudeSession) -> list[AgentEvent]
 
 
 # -- small helpers -----------------------------------------------------------------------------
-
-
-def _json_object(line: str) -> dict[str, Any] | None:
-    text = line.strip()
-    if not text.startswith("{"):
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _int(value: object) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
-
-
-def _float(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _last_line(text: str) -> str:

@@ -182,7 +182,7 @@ class ProcessAgent:
         if proc.start_error:
             error: str | None = f"{self.label}: {proc.start_error}; install it with: {self.info.install}"
         elif proc.timed_out:
-            error = f"timed out after {request.timeout_s:g}s"
+            error = f"timed out after {round(request.timeout_s or 0, 1):g}s"
             if session.last_action:
                 error += f" (last action: {session.last_action})"
         elif proc.cancelled:

@@ -25,7 +25,6 @@ def apply(run_ref: str, workdir: Path | None, delete: bool, force: bool, dry_run
     from loope.records.model import RunRecord
     from loope.records.rundir import find_run
     from loope.workspace import apply as landing
-    from loope.workspace.git import Git
 
     if workdir is None:
         rundir = find_run(Path.cwd(), run_ref)
@@ -38,13 +37,7 @@ def apply(run_ref: str, workdir: Path | None, delete: bool, force: bool, dry_run
     target = project_dir(workdir or record.workdir)
     if record.status == "running":
         raise LoopeError(f"run {record.run_id} is still running; wait for it or `loope stop {record.run_id}`")
-    ws = record.workspace
-    git = Git(Path(ws.path), Path(ws.git_dir)) if ws.mode == "in-place" and ws.git_dir else Git(Path(ws.path))
-    if ws.mode == "worktree" and not Path(ws.path).exists():
-        git = Git(Path(record.workdir))
-    # A run started in a subdirectory of a repository: git names files from the top, the target is the subdirectory.
-    prefix = git.out("rev-parse", "--show-prefix") if ws.mode == "worktree" else ""
-    planned = landing.plan(git, ws.base, ws.head, target, delete=delete, force=force, prefix=prefix)
+    git, planned = landing.plan_run(record, target, delete=delete, force=force)
     if not planned:
         click.echo(f"run {record.run_id} changed no files; nothing to apply")
         return 0

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from loope.agents.base import Agent, AgentEvent, AgentRequest, AgentResult, Role, mode_for
 from loope.agents.verdict import Verdict, parse_verdict
@@ -17,6 +19,8 @@ from loope.verify.gate import GateResult, pid_recorder, read_output, run_gate, r
 from loope.verify.metric import Measurement
 from loope.workspace.git import FileChange
 from loope.workspace.guard import Guard
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -160,35 +164,58 @@ class StepRunner:
 
     # -- commands -----------------------------------------------------------------------------
 
+    def _command_step(
+        self, iteration: int, kind: str, command: str, execute: Callable[[Path], T]
+    ) -> tuple[StepRecord, T]:
+        """Run a check as a step of its own; any change it leaves in the tree is undone.
+
+        The returned record is not yet saved: the caller fills in the verdict and calls ``_record``.
+        """
+        number, step_dir = self.run.new_step("verifier", kind)
+        rel = str(step_dir.relative_to(self.run.rundir.root))
+        self.run.bus.emit("step_started", step=number, iteration=iteration, role="verifier", adapter=kind, dir=rel)
+        write_text(step_dir / "command.txt", command + "\n")
+        outcome = execute(step_dir)
+        self.guard.undo_all()  # a check must not leave changes that would count as the agent's
+        return StepRecord(id=number, iteration=iteration, role="verifier", adapter=kind, dir=rel), outcome
+
+    def _record(self, record: StepRecord, **event: object) -> None:
+        """Save a check's record and tell the observers it finished."""
+        self.run.add_step(record)
+        self.run.bus.emit(
+            "step_finished",
+            step=record.id,
+            iteration=record.iteration,
+            role=record.role,
+            adapter=record.adapter,
+            ok=record.ok,
+            error=record.error,
+            duration_s=record.duration_s,
+            files=[],
+            violations=[],
+            **event,
+        )
+
     def gate(self, iteration: int, command: str) -> tuple[StepRecord, GateResult]:
         """Run the verify command as a step of its own."""
-        number, step_dir = self.run.new_step("verifier", "gate")
-        rel = str(step_dir.relative_to(self.run.rundir.root))
-        self.run.bus.emit("step_started", step=number, iteration=iteration, role="verifier", adapter="gate", dir=rel)
-        write_text(step_dir / "command.txt", command + "\n")
-        result = run_gate(
+        record, result = self._command_step(
+            iteration,
+            "gate",
             command,
-            cwd=self.run.workspace.path,
-            log=step_dir / "output.log",
-            timeout=self.run.step_timeout(),
-            cancel=self.run.cancel,
+            lambda step_dir: run_gate(
+                command,
+                cwd=self.run.workspace.path,
+                log=step_dir / "output.log",
+                timeout=self.run.step_timeout(),
+                cancel=self.run.cancel,
+            ),
         )
-        self.guard.undo_all()  # a check must not leave changes that would count as the agent's
-        record = StepRecord(
-            id=number,
-            iteration=iteration,
-            role="verifier",
-            adapter="gate",
-            dir=rel,
-            ok=result.proc.start_error is None,
-            error=result.proc.start_error,
-            gate_passed=result.passed,
-            duration_s=round(result.proc.duration_s, 3),
-        )
+        record.ok, record.error = result.proc.start_error is None, result.proc.start_error
+        record.gate_passed, record.duration_s = result.passed, round(result.proc.duration_s, 3)
         self.run.add_step(record)
         self.run.bus.emit(
             "verify_finished",
-            step=number,
+            step=record.id,
             iteration=iteration,
             command=command,
             passed=result.passed,
@@ -203,87 +230,39 @@ class StepRunner:
         self, iteration: int, kind: str, command: str, env: dict[str, str], timeout: float
     ) -> tuple[StepRecord, GateResult]:
         """Run a command step (the success command) with exactly ``env``."""
-        number, step_dir = self.run.new_step("verifier", kind)
-        rel = str(step_dir.relative_to(self.run.rundir.root))
-        self.run.bus.emit("step_started", step=number, iteration=iteration, role="verifier", adapter=kind, dir=rel)
-        write_text(step_dir / "command.txt", command + "\n")
-        log = step_dir / "output.log"
-        proc = run_shell(
-            command, cwd=self.run.workspace.path, log=log, timeout=timeout, cancel=self.run.cancel, env=env
-        )
-        self.guard.undo_all()
-        result = GateResult(command, proc, read_output(log), ())
-        record = StepRecord(
-            id=number,
-            iteration=iteration,
-            role="verifier",
-            adapter=kind,
-            dir=rel,
-            ok=proc.start_error is None,
-            error=proc.start_error,
-            gate_passed=result.passed,
-            duration_s=round(proc.duration_s, 3),
-        )
-        self.run.add_step(record)
-        self.run.bus.emit(
-            "step_finished",
-            step=number,
-            iteration=iteration,
-            role="verifier",
-            adapter=kind,
-            ok=record.ok,
-            error=record.error,
-            passed=result.passed,
-            duration_s=record.duration_s,
-            files=[],
-            violations=[],
-        )
+
+        def execute(step_dir: Path) -> GateResult:
+            log = step_dir / "output.log"
+            proc = run_shell(
+                command, cwd=self.run.workspace.path, log=log, timeout=timeout, cancel=self.run.cancel, env=env
+            )
+            return GateResult(command, proc, read_output(log), ())
+
+        record, result = self._command_step(iteration, kind, command, execute)
+        record.ok, record.error = result.proc.start_error is None, result.proc.start_error
+        record.gate_passed, record.duration_s = result.passed, round(result.proc.duration_s, 3)
+        self._record(record, passed=result.passed)
         return record, result
 
     def metric(self, iteration: int, command: str) -> Measurement:
         """Score the workspace with the metric command (the median of ``metric_repeat`` runs)."""
         from loope.verify.metric import measure
 
-        spec = self.run.spec
-        number, step_dir = self.run.new_step("verifier", "metric")
-        rel = str(step_dir.relative_to(self.run.rundir.root))
-        self.run.bus.emit("step_started", step=number, iteration=iteration, role="verifier", adapter="metric", dir=rel)
-        write_text(step_dir / "command.txt", command + "\n")
-        result = measure(
+        record, result = self._command_step(
+            iteration,
+            "metric",
             command,
-            cwd=self.run.workspace.path,
-            log_dir=step_dir,
-            repeat=spec.metric_repeat,
-            timeout=self.run.step_timeout(),
-            cancel=self.run.cancel,
+            lambda step_dir: measure(
+                command,
+                cwd=self.run.workspace.path,
+                log_dir=step_dir,
+                repeat=self.run.spec.metric_repeat,
+                timeout=self.run.step_timeout(),
+                cancel=self.run.cancel,
+            ),
         )
-        self.guard.undo_all()
-        record = StepRecord(
-            id=number,
-            iteration=iteration,
-            role="verifier",
-            adapter="metric",
-            dir=rel,
-            ok=True,
-            error=result.error,
-            score=result.score,
-            duration_s=round(result.duration_s, 3),
-        )
-        self.run.add_step(record)
-        self.run.bus.emit(
-            "step_finished",
-            step=number,
-            iteration=iteration,
-            role="verifier",
-            adapter="metric",
-            ok=True,
-            error=result.error,
-            score=result.score,
-            runs=result.runs,
-            duration_s=record.duration_s,
-            files=[],
-            violations=[],
-        )
+        record.error, record.score, record.duration_s = result.error, result.score, round(result.duration_s, 3)
+        self._record(record, score=result.score, runs=result.runs)
         return result
 
 

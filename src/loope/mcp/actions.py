@@ -216,7 +216,6 @@ def apply(workdir: Path, ref: str, *, delete: bool, force: bool, dry_run: bool) 
     from loope.records.model import RunRecord
     from loope.records.rundir import find_run
     from loope.workspace import apply as landing
-    from loope.workspace.git import Git
 
     rundir = find_run(workdir, ref)
     record = RunRecord.from_dict(rundir.read_json("run.json"))
@@ -225,13 +224,7 @@ def apply(workdir: Path, ref: str, *, delete: bool, force: bool, dry_run: bool) 
     target = Path(record.workdir)
     if not target.is_dir():
         raise LoopeError(f"the loop's workdir {target} no longer exists; nothing to apply to")
-    ws = record.workspace
-    git = Git(Path(ws.path), Path(ws.git_dir)) if ws.mode == "in-place" and ws.git_dir else Git(Path(ws.path))
-    if ws.mode == "worktree" and not Path(ws.path).exists():
-        git = Git(target)
-    # As `loope apply` does: a run started in a subdirectory of a repository lands only what is under it.
-    prefix = git.out("rev-parse", "--show-prefix") if ws.mode == "worktree" else ""
-    planned = landing.plan(git, ws.base, ws.head, target, delete=delete, force=force, prefix=prefix)
+    git, planned = landing.plan_run(record, target, delete=delete, force=force)
     plan = [
         {"path": p.path, "action": p.action, "note": p.note or None, "conflict": p.conflict, "line": p.line()}
         for p in planned

@@ -28,7 +28,6 @@ OUTCOMES: dict[str, tuple[str, str]] = {
 UNKNOWN_OUTCOME = ("grey_question", "Finished")
 
 
-
 @dataclass(frozen=True)
 class Progress:
     """Where a run stands, as the progress line shows it."""

@@ -82,8 +82,12 @@ def render(run: Mapping[str, Any]) -> str:
             f"**Best score:** {best['score']:g} (iteration {best['iteration']}; baseline {run.get('baseline')})"
         )
     steps = run.get("steps", [])
-    for iteration, group in groupby(steps, key=lambda s: s["iteration"]):
-        title = "Before iteration 1" if iteration == 0 else f"Iteration {iteration}"
+    for iteration, grouped in groupby(steps, key=lambda s: s["iteration"]):
+        group = list(grouped)
+        if iteration == 0:
+            title = "Design" if any(s["role"] == "designer" for s in group) else "Baseline"
+        else:
+            title = f"Iteration {iteration}"
         lines += ["", f"## {title}", "", "| step | role | agent | result | verdict | time | cost | changes |"]
         lines.append("|---|---|---|---|---|---|---|---|")
         for s in group:

@@ -14,6 +14,7 @@ from typing import Literal
 
 from loope.errors import EXIT_FAILED, LoopeError
 from loope.records.atomic import write_bytes
+from loope.records.model import RunRecord
 from loope.workspace.git import Git, TreeEntry, blob_sha
 
 Action = Literal["add", "update", "delete", "skip", "same"]
@@ -131,6 +132,20 @@ def _plan_file(
             conflict = "already exists with other content"
     action: Action = "delete" if new is None else ("update" if current else "add")
     return PlannedFile(rel, action, conflict=conflict, entry=new)
+
+
+def plan_run(record: RunRecord, target: Path, *, delete: bool, force: bool) -> tuple[Git, list[PlannedFile]]:
+    """The git holding a finished run's commits, and what applying the run to ``target`` would do."""
+    ws = record.workspace
+    if ws.mode == "in-place" and ws.git_dir:
+        git = Git(Path(ws.path), Path(ws.git_dir))
+    elif ws.mode == "worktree" and not Path(ws.path).exists():
+        git = Git(Path(record.workdir))  # the worktree was removed; the user's repository has the objects
+    else:
+        git = Git(Path(ws.path))
+    # A run started in a subdirectory of a repository: git names files from the top, the target is the subdirectory.
+    prefix = git.out("rev-parse", "--show-prefix") if ws.mode == "worktree" else ""
+    return git, plan(git, ws.base, ws.head, target, delete=delete, force=force, prefix=prefix)
 
 
 def apply(git: Git, target: Path, planned: list[PlannedFile]) -> None:

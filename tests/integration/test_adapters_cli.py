@@ -1,0 +1,97 @@
+"""`loope adapters` and `loope doctor` against fake agent binaries on PATH."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from loope.agents import registry
+
+
+def fake_binary(bin_dir: Path, name: str, version: str) -> Path:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    path = bin_dir / name
+    path.write_text(f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo "{version}"; exit 0; fi\nexit 3\n')
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A PATH holding only the fake binaries and the basic tools (no real agent CLI)."""
+    fakes = tmp_path / "bin"
+    fakes.mkdir()
+    monkeypatch.setenv("PATH", f"{fakes}:/usr/bin:/bin")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CODEX_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    for name in registry.known():
+        monkeypatch.delenv(f"LOOPE_{name.upper()}_BIN", raising=False)
+    return fakes
+
+
+def test_adapters_lists_every_adapter_with_its_install_state(bin_dir, tmp_path, cli, monkeypatch):
+    fake_binary(bin_dir, "gemini", "0.61.0")
+    claude = fake_binary(tmp_path / "elsewhere", "my-claude", "2.1.332 (Claude Code)")
+    monkeypatch.setenv("LOOPE_CLAUDE_BIN", str(claude))
+
+    result = cli("adapters", "--json", cwd=tmp_path)
+
+    assert result.exit_code == 0, result.err
+    rows = {row["name"]: row for row in json.loads(result.out)}
+    assert set(rows) == set(registry.known())
+    assert (rows["gemini"]["installed"], rows["gemini"]["version"]) == (True, "0.61.0")
+    assert rows["gemini"]["binary"] == str(bin_dir / "gemini")
+    assert (rows["claude"]["installed"], rows["claude"]["version"]) == (True, "2.1.332 (Claude Code)")
+    assert rows["codex"]["installed"] is False
+    assert rows["codex"]["version"] is None
+    assert "npm install" in rows["codex"]["install"]
+    assert rows["exec"]["installed"] is True
+    for row in rows.values():
+        assert row["read_only"]
+        assert row["cost_source"]
+
+
+def test_adapters_plain_output_says_how_to_install_what_is_missing(bin_dir, tmp_path, cli):
+    result = cli("adapters", cwd=tmp_path)
+
+    assert result.exit_code == 0
+    block = result.out.split("codex", 1)[1].split("\n\n")[0]
+    assert "not installed" in block
+    assert "install:   npm install -g @openai/codex" in block
+
+
+def test_doctor_names_the_missing_credential_and_passes_once_it_is_set(bin_dir, project, cli, monkeypatch):
+    fake_binary(bin_dir, "gemini", "0.61.0")
+    project.write("loope.toml", 'implementer = "gemini"\nreviewers = ["exec:true"]\n')
+
+    missing = cli("doctor", cwd=project.path)
+
+    assert missing.exit_code == 1
+    lines = missing.out.splitlines()
+    assert lines[0].startswith("FIX gemini: 0.61.0; no credentials found")
+    assert "GEMINI_API_KEY" in lines[1]
+    assert "ok  exec:true" in missing.out
+
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    fixed = cli("doctor", "--json", cwd=project.path)
+
+    assert fixed.exit_code == 0, fixed.out
+    checks = {c["agent"]: c for c in json.loads(fixed.out)}
+    assert checks["gemini"]["ok"] is True
+    assert "GEMINI_API_KEY" in checks["gemini"]["summary"]
+
+
+def test_doctor_reports_an_agent_that_is_not_installed(bin_dir, project, cli):
+    project.write("loope.toml", 'implementer = "opencode"\nreviewers = []\n')
+
+    result = cli("doctor", cwd=project.path)
+
+    assert result.exit_code == 1
+    assert "FIX opencode: opencode is not installed" in result.out
+    assert "install it:" in result.out
+    assert os.environ["PATH"].startswith(str(bin_dir))
