@@ -98,7 +98,6 @@ def test_max_time_stops_a_run_that_outlives_it(project, agent_script, cli):
     assert "s of --max-time 2s; implementer exec: timed out after 2s" in run["stop_detail"]
     # The step was cut at the time left, not allowed its full --timeout; the gate never ran.
     assert [(s["role"], s["ok"]) for s in run["steps"]] == [("implementer", False)]
-    assert run["duration_s"] >= 2
 
 
 def test_max_iters_caps_the_iterations(project, agent_script, cli):

@@ -204,3 +204,21 @@ def test_quiet_prints_only_the_summary(project, agent_script, cli):
     lines = result.out.splitlines()
     assert lines[0] == "converged in 1 iteration"
     assert not any(line.startswith(("iteration ", "[0")) for line in lines)
+
+
+def test_color_always_draws_the_live_view_and_ends_with_the_summary(project, agent_script, cli):
+    implementer = agent_script(
+        'print(json.dumps({"type": "action", "action": "edit", "target": "calc.py"}))\n'
+        'pathlib.Path("calc.py").write_text("def add(a, b):\\n    return a + b\\n")\n'
+        'print("fixed add")\n'
+    )
+    result = cli(
+        "run", "fix add", "--implementer", implementer, "--no-review", "--verify-cmd", GATE,
+        "--color", "always", cwd=project.path,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.err
+    assert "\x1b[" in result.out  # styled: the live view, not plain lines
+    assert "iteration 1/3" in result.out
+    assert "✎ edit calc.py" in result.out
+    assert "converged in 1 iteration" in result.out
+    assert "land:   loope apply 0001" in result.out

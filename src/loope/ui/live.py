@@ -84,7 +84,7 @@ class LiveView:
             style = "bold green" if data.get("converged") else "bold yellow"
             self.console.print(Text(lines[0], style=style))
             for line in lines[1:]:
-                self.console.print(line)
+                self.console.print(line, highlight=False, markup=False)
             return
         for line in describe(event):
             self.console.print(self._style(line))
