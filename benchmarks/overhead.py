@@ -38,7 +38,7 @@ def sh(args: list[str], cwd: Path) -> None:
 
 def timed(args: list[str], cwd: Path, *, ok: tuple[int, ...] = (0,)) -> float:
     started = time.perf_counter()
-    done = subprocess.run(args, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    done = subprocess.run(args, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
     elapsed = time.perf_counter() - started
     if done.returncode not in ok:
         raise SystemExit(f"{' '.join(args)} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
@@ -119,8 +119,10 @@ def main() -> None:
         runs = median([timed([*LOOPE, "runs"], big) for _ in range(20)])
         print(f"   python -c pass {bare * 1000:.0f} ms")
         print(f"   loope --version {version * 1000:.0f} ms · {version / bare:.1f}x (target ≤ 5x)")
-        print(f"   loope runs ({len(list((big / '.loope' / 'runs').iterdir()))} runs) {runs * 1000:.0f} ms"
-              f" · {runs / bare:.1f}x (target ≤ 5x)")
+        print(
+            f"   loope runs ({len(list((big / '.loope' / 'runs').iterdir()))} runs) {runs * 1000:.0f} ms"
+            f" · {runs / bare:.1f}x (target ≤ 5x)"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

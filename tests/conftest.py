@@ -8,7 +8,6 @@ import shlex
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,11 +133,10 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.fixture(autouse=True)
-def _no_user_agents(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _no_user_agents(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never reach a real agent login or the user's loope settings by accident."""
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.delenv("LOOPE_DEBUG", raising=False)
-    yield
 
 
 # -- helpers for the core loop tests ----------------------------------------------------------

@@ -155,16 +155,20 @@ def _add_agent_settings(project: Project, name: str, **settings: object) -> None
 
 FIXED_RETURN = "return a + b"
 REVIEW_TOKENS = Tokens(input_tokens=2000, output_tokens=100, cached_tokens=500)
-"""What each of the codex reviewer's responses reports (the turn sums its two)."""
+"""What each of the codex reviewer's responses reports (the turn sums its three)."""
 
 
 def codex_reviewer_script(request: ResponsesRequest) -> Response:
-    """A reviewer that reads calc.py while trying to append to it, then judges what it read.
+    """A reviewer that reads calc.py, tries to append to it, then judges what it read.
 
-    The append must fail: codex runs readers in its read-only sandbox.
+    The append must fail: codex runs readers in its read-only sandbox. (Two calls, not one
+    ``cat && echo``: codex 0.171 sometimes reports no command item at all for a command its sandbox
+    refused, and the read must show in the step's events.)
     """
     if request.turn == 0:
-        return Response((exec_command("cat calc.py && echo '# reviewed' >> calc.py"),), REVIEW_TOKENS)
+        return Response((exec_command("cat calc.py"),), REVIEW_TOKENS)
+    if request.turn == 1:
+        return Response((exec_command("echo '# reviewed' >> calc.py"),), REVIEW_TOKENS)
     if FIXED_RETURN in request.outputs()[0]:
         return Response((message("add() returns the sum now.\n\nVERDICT: PASS"),), REVIEW_TOKENS)
     return Response((message("add() still does not add.\n\nVERDICT: BLOCK"),), REVIEW_TOKENS)
@@ -174,7 +178,7 @@ def codex_reviewer_script(request: ResponsesRequest) -> Response:
 def e2e_reviewer(use_codex) -> list[str]:
     """The reviewer flags of the end-to-end loop test: codex (``gpt-5.5``) reviewing read-only.
 
-    It runs ``codex_reviewer_script`` against the model server: a read (and a refused write) of
+    It runs ``codex_reviewer_script`` against the model server: a read and a refused write of
     calc.py, then ``VERDICT: PASS`` when the fix is in, ``VERDICT: BLOCK`` otherwise.
     """
     use_codex(codex_reviewer_script)

@@ -98,8 +98,8 @@ def test_claude_fixes_the_bug_in_two_iterations_from_gate_feedback(
     (review,) = [s for s in run["steps"] if s["role"] == "reviewer"]
     assert (review["iteration"], review["ok"], review["verdict"], review["violations"]) == (2, True, "PASS", [])
     assert (review["adapter"], review["model"]) == ("codex:gpt-5.5", "gpt-5.5")
-    # codex sums its two responses' tokens (cached input inside input) and reports no USD: estimated.
-    tokens_in, tokens_out = 2 * REVIEW_TOKENS.input_tokens, 2 * REVIEW_TOKENS.output_tokens
+    # codex sums its three responses' tokens (cached input inside input) and reports no USD: estimated.
+    tokens_in, tokens_out = 3 * REVIEW_TOKENS.input_tokens, 3 * REVIEW_TOKENS.output_tokens
     assert (review["input_tokens"], review["output_tokens"]) == (tokens_in, tokens_out)
     assert review["cost_estimated"] is True
     assert review["cost_usd"] == estimate("gpt-5.5", tokens_in, tokens_out)
@@ -112,16 +112,15 @@ def test_claude_fixes_the_bug_in_two_iterations_from_gate_feedback(
     assert (totals["input_tokens"], totals["output_tokens"]) == (4500 + 6000 + tokens_in, 300 + 400 + tokens_out)
     # The read-only sandbox refused the reviewer's scripted append; codex itself says it ran read-only.
     reviews = [ResponsesRequest(r.body, r.headers) for r in model_server.requests_for("openai")]
-    assert len(reviews) == 2
+    assert len(reviews) == 3
     assert {(r.model, r.sandbox_mode, r.metadata.get("analytics_enabled")) for r in reviews} == {
         ("gpt-5.5", "read-only", False)
     }
-    assert "def add(a, b):" in reviews[1].outputs()[0]
-    assert "calc.py: Read-only file system" in reviews[1].outputs()[0]
+    read, append = reviews[-1].outputs()
+    assert f"def add(a, b):\n    {RIGHT}" in read
+    assert "calc.py: Read-only file system" in append
     (codex_step,) = sorted((project.runs()[-1] / "agents").glob("*-reviewer-codex"))
-    assert ("command", "cat calc.py && echo '# reviewed' >> calc.py") in [
-        (e.get("action"), e.get("target")) for e in events(codex_step)
-    ]
+    assert ("command", "cat calc.py") in [(e.get("action"), e.get("target")) for e in events(codex_step)]
     assert any((codex_step / "home").iterdir())  # --isolate-home: codex's CODEX_HOME was the step's own dir
     for step in (first, second):
         actions = [(e["action"], e["target"]) for e in events(step) if e["kind"] == "action"]

@@ -131,8 +131,6 @@ def test_scores_5_3_9_keep_the_best_3_and_revert_the_third_attempt(scored, agent
     assert [s["score"] for s in run["steps"] if s["adapter"] == "metric"] == [10, 5, 3, 9]
 
 
-
-
 def test_the_score_log_holds_a_line_per_attempt(scored, agent_script, cli):
     result = metric_run(cli, scored, scoring_agent(agent_script, {1: 5, 2: 3, 3: 9}), "--max-iters", "3")
     assert result.exit_code == 0, result.out + result.err

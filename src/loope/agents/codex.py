@@ -12,9 +12,10 @@ What the events do not say plainly:
 
 - a top-level ``error`` is a retry notice (``Reconnecting... 2/5 (...)``) or the reason a
   ``turn.failed`` repeats; only ``turn.failed`` fails the turn. An ``error`` *item* is a warning.
-- exit 0 does not mean the commands worked: sandbox refusals only show as failed command items.
-  A sandbox that cannot start at all (a container without user namespaces) fails every command,
-  so loope fails the step and says how to fix it.
+- exit 0 does not mean the commands worked: a sandbox refusal shows as a failed command item at
+  best (a rejected patch, and sometimes a refused command, leave no item at all; the guard and the
+  diff see the files). A sandbox that cannot start at all (a container without user namespaces)
+  fails every command, so loope fails the step and says how to fix it.
 - codex can wait forever (a server that never answers): the step timeout covers it. Unbounded
   "waiting for network" retries are switched off so an unreachable provider fails the step.
 
