@@ -27,7 +27,7 @@ def show(run_ref: str, diff: bool, json_: bool, workdir: Path | None) -> int:
     elif diff:
         path = rundir / "changes.diff"
         if data.get("status") == "running" or not path.exists():
-            from loope.engine.loop import reopen_workspace
+            from loope.engine.resume import reopen_workspace
             from loope.records.model import RunRecord
 
             text = reopen_workspace(RunRecord.from_dict(data).workspace).diff()

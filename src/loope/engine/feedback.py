@@ -92,3 +92,14 @@ def compose(findings: Findings) -> str:
     if not parts:
         return ""
     return "\n".join([f"## Feedback from iteration {findings.iteration}", *parts]) + "\n"
+
+
+def feedback_key(findings: Findings) -> list[str]:
+    """What the feedback says, without iteration numbers or timings: tells fresh feedback from a repeat."""
+    key = [f"violation: {v}" for v in findings.violations]
+    for report in (findings.gate, findings.success):
+        if report is not None and not report.passed:
+            key.append(f"{report.command}: exit {report.exit_code}")
+            key += list(failure_signature(report.failures))
+    key += [f"{who}: {text.strip()}" for who, text in findings.blockers]
+    return key

@@ -4,94 +4,30 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import time
 import traceback
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from loope.agents import registry
 from loope.agents.base import Agent, Role
 from loope.engine import decide as decisions
 from loope.engine.events import EventBus, EventsFile, Observer
-from loope.engine.feedback import Findings, GateReport, compose, failure_signature
-from loope.engine.prompts import PromptContext, changes_block
+from loope.engine.feedback import Findings, GateReport, compose, failure_signature, feedback_key
+from loope.engine.metric import MetricSearch
+from loope.engine.prompts import PromptContext, changes_block, read_optional
+from loope.engine.resume import discard, rewind
+from loope.engine.roster import Agents, Control, LoopState, Memory
 from loope.engine.state import Halt, RunnerLock, RunState
 from loope.engine.steps import AgentStep, StepRunner
 from loope.errors import LoopeError
 from loope.records import ledger
 from loope.records import state as state_file
 from loope.records.atomic import append_line, write_text
-from loope.records.model import RunRecord, Totals, WorkspaceInfo, now_iso
+from loope.records.model import RunRecord, WorkspaceInfo, json_safe, now_iso
 from loope.records.report import ReportWriter
 from loope.records.rundir import RunDir
-from loope.spec import LoopSpec, parse_min_improvement
-from loope.verify.metric import Measurement
+from loope.spec import LoopSpec
 from loope.workspace.guard import Guard
 from loope.workspace.workspace import LOOPE_DIR, Workspace
-
-
-class Control(Protocol):
-    """Asked before every step whether someone (``loope stop``, the MCP tool) wants the run to stop."""
-
-    def stop_requested(self) -> bool: ...
-
-
-class Memory(Protocol):
-    def recall(self, goal: str, *, exclude: str | None = None) -> str: ...
-
-    def remember(self, record: RunRecord, rundir: RunDir) -> None: ...
-
-
-@dataclass
-class Agents:
-    implementer: Agent
-    reviewers: list[Agent]
-    designer: Agent | None
-    verifier: Agent | None
-    critic: Agent | None
-
-    @classmethod
-    def from_spec(cls, spec: LoopSpec) -> Agents:
-        """Create every agent of the run, and check each can run before anything is written."""
-
-        def make(text: str | None) -> Agent | None:
-            if not text:
-                return None
-            parsed = registry.parse(text)
-            agent = registry.create(parsed, spec.agent_options(parsed.name))
-            problem = getattr(agent, "preflight", lambda _: None)(spec.workdir)
-            if problem:
-                raise LoopeError(problem)
-            return agent
-
-        implementer = make(spec.implementer)
-        assert implementer is not None
-        return cls(
-            implementer=implementer,
-            reviewers=[a for a in (make(r) for r in spec.reviewers) if a is not None],
-            designer=make(spec.designer or spec.implementer) if spec.design else None,
-            verifier=make(spec.verifier),
-            critic=make(spec.critic),
-        )
-
-
-@dataclass
-class LoopState:
-    """What one iteration hands the next; saved in run.json so a resumed run picks it up."""
-
-    feedback: str = ""
-    feedback_key: list[str] = field(default_factory=list)
-    """What the feedback says, without iteration numbers or timings: tells fresh feedback from a repeat."""
-    previous_failures: list[str] | None = None
-    streak: int = 0
-    idle: int = 0
-    best_commit: str | None = None
-    critique: str = ""
-    summaries: list[str] = field(default_factory=list)
-    last_response: str = ""
 
 
 class Engine:
@@ -113,7 +49,8 @@ class Engine:
         self.contract: str | None = None
         self.memories = ""
         self._run: RunState | None = None
-        self._guard: Guard | None = None
+        self.guard: Guard | None = None
+        self.metric = MetricSearch(self)
 
     @property
     def run_state(self) -> RunState:
@@ -136,7 +73,7 @@ class Engine:
             workspace = Workspace.create(spec.workdir, rundir.root, rundir.run_id, spec.workspace, spec.branch)
         except BaseException:
             self.lock.release()
-            _discard(rundir)
+            discard(rundir)
             raise
         record = RunRecord(
             run_id=rundir.run_id,
@@ -190,23 +127,10 @@ class Engine:
         engine._lock(rundir)
         if services is not None:
             services(engine, spec)
-        done = record.completed
-        workspace = reopen_workspace(record.workspace)
-        workspace.reset(record.completed_head or workspace.base)
-        kept = [s for s in record.steps if s.iteration <= done]
-        _set_aside(rundir, max((s.id for s in kept), default=0))
-        _truncate_ledger(rundir, done)
-        record.steps = kept
-        record.totals = Totals()
-        for step in kept:
-            record.totals.add(step)
-        record.iterations = done
-        record.status, record.stop_reason, record.stop_detail, record.finished_at = "running", None, None, None
-        record.converged = False
-        record.elapsed_before_s = record.duration_s
+        workspace = rewind(rundir, record)
         engine.loop = LoopState(**record.loop) if record.loop else LoopState()
         engine._attach(rundir, workspace, record)
-        engine.run_state.next_step = max((s.id for s in kept), default=0) + 1
+        engine.run_state.next_step = max((s.id for s in record.steps), default=0) + 1
         engine.run_state.save()
         engine._emit_started()
         return engine
@@ -228,24 +152,24 @@ class Engine:
         workspace.start_watching()
         record.pid = os.getpid()
         self._run = RunState(spec, rundir, workspace, record, self.bus, state_path)
-        self._guard = Guard(
+        self.guard = Guard(
             workspace,
             protect=spec.protect,
             editable=spec.editable,
             commands=[spec.verify_cmd, spec.metric_cmd],
             state_file=state_path,
         )
-        self._guard.seal(rundir / "spec.json", (rundir / "spec.json").read_bytes())
+        self.guard.seal(rundir / "spec.json", (rundir / "spec.json").read_bytes())
         for name in ("ledger.jsonl", "score.log", "best", "design-contract.md"):
             path = rundir / name
-            self._guard.seal(path, path.read_bytes() if path.exists() else None)
-        self.steps = StepRunner(self._run, self._guard)
+            self.guard.seal(path, path.read_bytes() if path.exists() else None)
+        self.steps = StepRunner(self._run, self.guard)
         contract = rundir / "design-contract.md"
         self.contract = contract.read_text(encoding="utf-8") if contract.exists() else None
 
     def _emit_started(self) -> None:
         spec, record = self.spec, self.run_state.record
-        warnings = self._guard.patterns_matching_nothing(self._tracked_files()) if self._guard else []
+        warnings = self.guard.patterns_matching_nothing(self._tracked_files()) if self.guard else []
         self.bus.emit(
             "run_started",
             goal=spec.goal,
@@ -285,7 +209,7 @@ class Engine:
                 and spec.metric_mode
                 and not any(s.iteration == 0 and s.role == "verifier" for s in run.record.steps)
             ):
-                self._baseline()
+                self.metric.baseline()
             for iteration in range(first, spec.max_iters + 1):
                 self._iteration(iteration)
             raise Halt("max_iters", f"reached --max-iters {spec.max_iters}")
@@ -309,7 +233,7 @@ class Engine:
 
     # -- one iteration ------------------------------------------------------------------------
 
-    def _precheck(self) -> None:
+    def precheck(self) -> None:
         run = self.run_state
         if run.cancel.is_set() or (self.control is not None and self.control.stop_requested()):
             raise Halt("stopped", "stop requested")
@@ -345,9 +269,9 @@ class Engine:
             iteration=iteration,
             max_iters=spec.max_iters,
             contract=self.contract,
-            program=_read_text(program),
+            program=read_optional(program),
             state_path=str(state_path),
-            state_text=_read_text(state_path),
+            state_text=read_optional(state_path),
             ledger=ledger.compact(
                 ledger.load(run.rundir / "ledger.jsonl"),
                 best=(run.record.best or {}).get("score"),
@@ -359,7 +283,7 @@ class Engine:
             budget=self._budget_text(iteration),
             verify_cmd=spec.verify_cmd if not spec.dry_run else None,
             metric=spec.metric_cmd,
-            protect=self._guard.protected_patterns if self._guard else [],
+            protect=self.guard.protected_patterns if self.guard else [],
             editable=list(spec.editable),
         )
 
@@ -376,7 +300,7 @@ class Engine:
 
     def _iteration(self, n: int) -> None:
         run, spec = self.run_state, self.spec
-        self._precheck()
+        self.precheck()
         run.record.iterations = n
         run.save()
         self.bus.emit("iteration_started", iteration=n, max_iters=spec.max_iters)
@@ -384,10 +308,10 @@ class Engine:
         self.loop.critique = ""  # a critique goes into the next iteration's prompt only
         impl = self._checked(self.steps.agent(self.agents.implementer, "implementer", n, context.implementer()))
         agent_state = state_file.read(run.state_file)
-        run.record.state = _plain(agent_state.frontmatter)
+        run.record.state = json_safe(agent_state.frontmatter)
         gate_report = self._gate(n)
         passed = gate_report is None or gate_report.passed
-        measured = self._score(n) if spec.metric_mode and passed else None
+        measured = self.metric.score(n) if spec.metric_mode and passed else None
         score = measured.score if measured else None
         reviews = self._review(n, gate_report) if passed else []
         blockers = [(s.record.adapter, s.verdict.findings) for s in reviews if s.verdict and s.verdict.blocks]
@@ -403,7 +327,7 @@ class Engine:
         )
         if spec.metric_mode:
             problem = measured.error if measured else None
-            stop, why, verdict, findings = self._decide_metric(n, score, passed and not blockers, findings, problem)
+            stop, why, verdict, findings = self.metric.decide(n, score, passed and not blockers, findings, problem)
         else:
             outcome = decisions.Outcome(
                 iteration=n,
@@ -415,11 +339,11 @@ class Engine:
                 blockers=len(blockers),
                 state_status=agent_state.status,
                 success_passed=None if success is None else success.passed,
-                fresh_feedback=bool(compose(findings)) and _feedback_key(findings) != self.loop.feedback_key,
+                fresh_feedback=bool(compose(findings)) and feedback_key(findings) != self.loop.feedback_key,
             )
             stop, why, verdict = self._decide(outcome)
         self.loop.feedback = compose(findings)
-        self.loop.feedback_key = _feedback_key(findings)
+        self.loop.feedback_key = feedback_key(findings)
         self._record_attempt(
             n, impl=impl, gate=gate_report, score=score, verdict=verdict, violations=violations, reviews=reviews
         )
@@ -428,7 +352,7 @@ class Engine:
             self._critique(n)
         run.record.completed = n
         run.record.completed_head = run.workspace.head
-        run.record.loop = _plain(self.loop.__dict__)
+        run.record.loop = json_safe(self.loop.__dict__)
         run.save()
         self.bus.emit("iteration_finished", iteration=n, stop=stop, totals=run.record.to_dict()["totals"])
         if stop is not None:
@@ -441,7 +365,7 @@ class Engine:
         spec = self.spec
         if not spec.verify_cmd or spec.dry_run:
             return None
-        self._precheck()
+        self.precheck()
         _, gate = self.steps.gate(n, spec.verify_cmd)
         if gate.proc.cancelled:
             raise Halt("stopped", "stop requested during the verify command")
@@ -459,7 +383,7 @@ class Engine:
 
     def _design(self) -> None:
         assert self.agents.designer is not None
-        self._precheck()
+        self.precheck()
         run = self.run_state
         step = self._checked(self.steps.agent(self.agents.designer, "designer", 0, self._context(0).designer()))
         written = run.workspace.path / "DESIGN_CONTRACT.md"
@@ -467,8 +391,8 @@ class Engine:
         if not contract.strip():
             raise Halt("step_failed", "the designer returned no contract")
         self.contract = contract
-        assert self._guard is not None
-        self._guard.write_sealed(run.rundir / "design-contract.md", contract.encode("utf-8"))
+        assert self.guard is not None
+        self.guard.write_sealed(run.rundir / "design-contract.md", contract.encode("utf-8"))
         if not written.exists():
             write_text(written, contract)
             run.workspace.commit(f"loope {run.record.run_id}: design contract")
@@ -479,7 +403,7 @@ class Engine:
             agents.append((self.agents.verifier, "verifier"))
         if not agents:
             return []
-        self._precheck()
+        self.precheck()
         ws = self.run_state.workspace
         changes = changes_block([(c.path, c.stat) for c in ws.changes()], ws.diff())
         gate_summary = (
@@ -510,16 +434,16 @@ class Engine:
 
         run = self.run_state
         assert self.spec.success_cmd is not None
-        self._precheck()
+        self.precheck()
         env = success_env(run.record.run_id, run.workspace.path)
         _, result = self.steps.shell(n, "success", self.spec.success_cmd, env, self.spec.success_timeout)
         return result.report()
 
     def _critique(self, n: int) -> None:
         assert self.agents.critic is not None
-        self._precheck()
+        self.precheck()
         run = self.run_state
-        state_text = _read_text(run.state_file) or ""
+        state_text = read_optional(run.state_file) or ""
         prompt = self._context(n).critic("\n".join(self.loop.summaries[-10:]), state_text, self.loop.last_response)
         step = self._checked(self.steps.agent(self.agents.critic, "critic", n, prompt))
         self.loop.critique = step.result.message.strip()
@@ -565,92 +489,12 @@ class Engine:
             duration_s=round(sum(s.duration_s for s in steps), 3),
         )
         path = run.rundir / "ledger.jsonl"
-        assert self._guard is not None
-        previous = self._guard.sealed.get(path) or b""
+        assert self.guard is not None
+        previous = self.guard.sealed.get(path) or b""
         line = json.dumps(attempt.__dict__, ensure_ascii=False) + "\n"
-        self._guard.write_sealed(path, previous + line.encode("utf-8"))
+        self.guard.write_sealed(path, previous + line.encode("utf-8"))
 
     # -- metric mode --------------------------------------------------------------------------
-
-    def _baseline(self) -> None:
-        """Score the original tree; it is the baseline when it passes the gate and yields a number."""
-        run, spec = self.run_state, self.spec
-        assert spec.metric_cmd is not None
-        self.loop.best_commit = run.workspace.base
-        if spec.verify_cmd:
-            _, gate = self.steps.gate(0, spec.verify_cmd)
-            if not gate.passed:
-                self.bus.emit(
-                    "metric", iteration=0, score=None, baseline=None, error="the original tree fails the gate"
-                )
-                return
-        result = self.steps.metric(0, spec.metric_cmd)
-        if result.score is not None:
-            run.record.baseline = result.score
-            self._set_best(result.score, 0)
-        self.bus.emit("metric", iteration=0, score=result.score, baseline=result.score, error=result.error)
-        assert spec.direction is not None
-        if decisions.reached(result.score, spec.target, spec.direction):
-            raise Halt("converged", f"the original tree already reaches the target {spec.target:g}")
-
-    def _score(self, n: int) -> Measurement:
-        run, spec = self.run_state, self.spec
-        assert spec.metric_cmd is not None
-        self._precheck()
-        result = self.steps.metric(n, spec.metric_cmd)
-        self.bus.emit(
-            "metric",
-            iteration=n,
-            score=result.score,
-            runs=result.runs,
-            error=result.error,
-            best=(run.record.best or {}).get("score"),
-        )
-        return result
-
-    def _set_best(self, score: float, iteration: int) -> None:
-        run = self.run_state
-        assert self._guard is not None
-        run.record.best = {"score": score, "iteration": iteration, "commit": run.workspace.head}
-        self.loop.best_commit = run.workspace.head
-        self._guard.write_sealed(run.rundir / "best", f"{score:g}\n".encode())
-
-    def _decide_metric(
-        self, n: int, score: float | None, acceptable: bool, findings: Findings, problem: str | None
-    ) -> tuple[str | None, str, str, Findings]:
-        run, spec = self.run_state, self.spec
-        assert spec.direction is not None
-        best = (run.record.best or {}).get("score")
-        decision = decisions.decide_metric(
-            score=score if acceptable else None,
-            best=best,
-            direction=spec.direction,
-            target=spec.target,
-            min_improvement=parse_min_improvement(spec.min_improvement or "0"),
-            idle=self.loop.idle,
-            patience=spec.patience,
-            iteration=n,
-            max_iters=spec.max_iters,
-        )
-        self.loop.idle = decision.idle
-        if decision.keep and score is not None:
-            if best is None:
-                run.record.baseline = score  # no score on the original tree: the first passing attempt's
-            self._set_best(score, n)
-            verdict = "converged" if decision.stop == "converged" else "kept"
-        else:
-            verdict = "reverted"
-            if run.workspace.head != self.loop.best_commit:
-                run.workspace.keep_ref(f"{run.record.run_id}/attempt-{n}", run.workspace.head)
-                run.workspace.revert_to(self.loop.best_commit or run.workspace.base)
-        assert self._guard is not None
-        line = f"{now_iso()}\t{n}\t{'' if score is None else f'{score:g}'}\t{verdict}\n"
-        log = run.rundir / "score.log"
-        self._guard.write_sealed(log, (self._guard.sealed.get(log) or b"") + line.encode())
-        note = f"Attempt {n}: score {score if score is not None else 'none'}; {decision.why}; {verdict}."
-        if problem:
-            note += f"\n{problem}"
-        return decision.stop, decision.why, verdict, Findings(**{**findings.__dict__, "metric_note": note})
 
     # -- the end ------------------------------------------------------------------------------
 
@@ -708,90 +552,3 @@ class Engine:
         if self.spec.metric_mode and record.best is not None and record.best.get("iteration", 0) > 0:
             return EXIT_OK
         return EXIT_FAILED
-
-
-def _read_text(path: Path) -> str | None:
-    """A text file the agent may have broken (deleted, replaced by a directory): None when unreadable."""
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-
-
-def _feedback_key(findings: Findings) -> list[str]:
-    key = [f"violation: {v}" for v in findings.violations]
-    for report in (findings.gate, findings.success):
-        if report is not None and not report.passed:
-            key.append(f"{report.command}: exit {report.exit_code}")
-            key += list(failure_signature(report.failures))
-    key += [f"{who}: {text.strip()}" for who, text in findings.blockers]
-    return key
-
-
-def _plain(value: Any) -> Any:
-    """``value`` made JSON-safe (dates and other YAML scalars become strings)."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
-
-
-def _discard(rundir: RunDir) -> None:
-    """Remove a run that could not start, so nothing half-written is left behind."""
-    shutil.rmtree(rundir.root, ignore_errors=True)
-    from loope.proc import run_process
-
-    run_process(["git", "worktree", "prune"], cwd=rundir.workdir, capture=True)
-
-
-def _set_aside(rundir: RunDir, last_kept: int) -> None:
-    """Kill what the steps after ``last_kept`` left running, and move their directories to ``agents/discarded/``.
-
-    Agents run in their own process groups, so a runner killed with SIGKILL leaves its step's
-    processes behind; they must be gone before the workspace is reset, or they write into it.
-    """
-    from loope.proc import kill_group
-
-    if not rundir.agents.is_dir():
-        return
-    target = rundir.agents / "discarded" / time.strftime("%Y%m%d-%H%M%S")
-    for source in sorted(rundir.agents.iterdir()):
-        number = source.name.split("-", 1)[0]
-        if not (number.isdigit() and int(number) > last_kept):
-            continue
-        pid_file = source / "process.pid"
-        if pid_file.exists() and pid_file.read_text().strip().isdigit():
-            kill_group(int(pid_file.read_text()))
-        target.mkdir(parents=True, exist_ok=True)
-        source.rename(target / source.name)
-
-
-def _truncate_ledger(rundir: RunDir, completed: int) -> None:
-    """Drop ledger and score lines of iterations after ``completed`` (a cut-short one)."""
-    path = rundir / "ledger.jsonl"
-    if path.exists():
-        kept = [a for a in ledger.load(path) if a.iteration <= completed]
-        write_text(path, "".join(json.dumps(a.__dict__, ensure_ascii=False) + "\n" for a in kept))
-    log = rundir / "score.log"
-    if log.exists():
-        lines = [ln for ln in log.read_text(encoding="utf-8").splitlines() if _score_iteration(ln) <= completed]
-        write_text(log, "".join(f"{ln}\n" for ln in lines))
-
-
-def _score_iteration(line: str) -> int:
-    parts = line.split("\t")
-    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-
-
-def reopen_workspace(info: WorkspaceInfo) -> Workspace:
-    return Workspace.reopen(
-        mode=info.mode,  # type: ignore[arg-type]
-        path=Path(info.path),
-        base=info.base,
-        head=info.head,
-        branch=info.branch,
-        git_dir=Path(info.git_dir) if info.git_dir else None,
-    )

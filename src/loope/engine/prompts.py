@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
+from pathlib import Path
 from string import Template
 
 MAX_DIFF_CHARS = 60_000
@@ -135,3 +136,11 @@ def changes_block(files: list[tuple[str, str]], diff: str) -> str:
     listing = "\n".join(f"- {path} ({stat})" for path, stat in files)
     shown = diff if len(diff) <= MAX_DIFF_CHARS else diff[:MAX_DIFF_CHARS] + "\n… (diff truncated)"
     return f"{listing}\n\n{fenced(shown, 'diff')}"
+
+
+def read_optional(path: Path) -> str | None:
+    """A text file the agent may have broken (deleted, replaced by a directory): None when unreadable."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None

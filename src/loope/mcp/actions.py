@@ -205,7 +205,7 @@ def _diff(root: Path, record: dict[str, Any]) -> str:
     path = root / "changes.diff"
     if record.get("status") != "running" and path.exists():
         return path.read_text(encoding="utf-8", errors="replace")
-    from loope.engine.loop import reopen_workspace
+    from loope.engine.resume import reopen_workspace
     from loope.records.model import RunRecord
 
     return reopen_workspace(RunRecord.from_dict(record).workspace).diff()

@@ -1,0 +1,96 @@
+"""Picking a run up again after its runner died: back to the last completed iteration."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from loope.records import ledger
+from loope.records.atomic import write_text
+from loope.records.model import RunRecord, Totals, WorkspaceInfo
+from loope.records.rundir import RunDir
+from loope.workspace.workspace import Workspace
+
+
+def rewind(rundir: RunDir, record: RunRecord) -> Workspace:
+    """Discard what came after ``record.completed`` iterations; the workspace, reset to that point.
+
+    Processes the cut-short steps left running are killed, their directories set aside under
+    ``agents/discarded/``, their ledger and score lines dropped; the totals are recounted from the
+    steps that remain, so nothing of the lost iteration is counted.
+    """
+    done = record.completed
+    workspace = reopen_workspace(record.workspace)
+    kept = [s for s in record.steps if s.iteration <= done]
+    _set_aside(rundir, max((s.id for s in kept), default=0))
+    workspace.reset(record.completed_head or workspace.base)
+    _truncate_ledger(rundir, done)
+    record.steps = kept
+    record.totals = Totals()
+    for step in kept:
+        record.totals.add(step)
+    record.iterations = done
+    record.status, record.stop_reason, record.stop_detail, record.finished_at = "running", None, None, None
+    record.converged = False
+    record.elapsed_before_s = record.duration_s
+    return workspace
+
+
+def discard(rundir: RunDir) -> None:
+    """Remove a run that could not start, so nothing half-written is left behind."""
+    shutil.rmtree(rundir.root, ignore_errors=True)
+    from loope.proc import run_process
+
+    run_process(["git", "worktree", "prune"], cwd=rundir.workdir, capture=True)
+
+
+def _set_aside(rundir: RunDir, last_kept: int) -> None:
+    """Kill what the steps after ``last_kept`` left running, and move their directories to ``agents/discarded/``.
+
+    Agents run in their own process groups, so a runner killed with SIGKILL leaves its step's
+    processes behind; they must be gone before the workspace is reset, or they write into it.
+    """
+    from loope.proc import kill_group
+
+    if not rundir.agents.is_dir():
+        return
+    target = rundir.agents / "discarded" / time.strftime("%Y%m%d-%H%M%S")
+    for source in sorted(rundir.agents.iterdir()):
+        number = source.name.split("-", 1)[0]
+        if not (number.isdigit() and int(number) > last_kept):
+            continue
+        pid_file = source / "process.pid"
+        if pid_file.exists() and pid_file.read_text().strip().isdigit():
+            kill_group(int(pid_file.read_text()))
+        target.mkdir(parents=True, exist_ok=True)
+        source.rename(target / source.name)
+
+
+def _truncate_ledger(rundir: RunDir, completed: int) -> None:
+    """Drop ledger and score lines of iterations after ``completed`` (a cut-short one)."""
+    path = rundir / "ledger.jsonl"
+    if path.exists():
+        kept = [a for a in ledger.load(path) if a.iteration <= completed]
+        write_text(path, "".join(json.dumps(a.__dict__, ensure_ascii=False) + "\n" for a in kept))
+    log = rundir / "score.log"
+    if log.exists():
+        lines = [ln for ln in log.read_text(encoding="utf-8").splitlines() if _score_iteration(ln) <= completed]
+        write_text(log, "".join(f"{ln}\n" for ln in lines))
+
+
+def _score_iteration(line: str) -> int:
+    parts = line.split("\t")
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+
+
+def reopen_workspace(info: WorkspaceInfo) -> Workspace:
+    return Workspace.reopen(
+        mode=info.mode,  # type: ignore[arg-type]
+        path=Path(info.path),
+        base=info.base,
+        head=info.head,
+        branch=info.branch,
+        git_dir=Path(info.git_dir) if info.git_dir else None,
+    )

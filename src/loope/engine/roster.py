@@ -1,0 +1,74 @@
+"""Who and what a run works with: its agents, its outside control and memory, and the state it carries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from loope.agents import registry
+from loope.agents.base import Agent
+from loope.errors import LoopeError
+from loope.records.model import RunRecord
+from loope.records.rundir import RunDir
+from loope.spec import LoopSpec
+
+
+class Control(Protocol):
+    """Asked before every step whether someone (``loope stop``, the MCP tool) wants the run to stop."""
+
+    def stop_requested(self) -> bool: ...
+
+
+class Memory(Protocol):
+    def recall(self, goal: str, *, exclude: str | None = None) -> str: ...
+
+    def remember(self, record: RunRecord, rundir: RunDir) -> None: ...
+
+
+@dataclass
+class Agents:
+    implementer: Agent
+    reviewers: list[Agent]
+    designer: Agent | None
+    verifier: Agent | None
+    critic: Agent | None
+
+    @classmethod
+    def from_spec(cls, spec: LoopSpec) -> Agents:
+        """Create every agent of the run, and check each can run before anything is written."""
+
+        def make(text: str | None) -> Agent | None:
+            if not text:
+                return None
+            parsed = registry.parse(text)
+            agent = registry.create(parsed, spec.agent_options(parsed.name))
+            problem = getattr(agent, "preflight", lambda _: None)(spec.workdir)
+            if problem:
+                raise LoopeError(problem)
+            return agent
+
+        implementer = make(spec.implementer)
+        assert implementer is not None
+        return cls(
+            implementer=implementer,
+            reviewers=[a for a in (make(r) for r in spec.reviewers) if a is not None],
+            designer=make(spec.designer or spec.implementer) if spec.design else None,
+            verifier=make(spec.verifier),
+            critic=make(spec.critic),
+        )
+
+
+@dataclass
+class LoopState:
+    """What one iteration hands the next; saved in run.json so a resumed run picks it up."""
+
+    feedback: str = ""
+    feedback_key: list[str] = field(default_factory=list)
+    """What the feedback says, without iteration numbers or timings: tells fresh feedback from a repeat."""
+    previous_failures: list[str] | None = None
+    streak: int = 0
+    idle: int = 0
+    best_commit: str | None = None
+    critique: str = ""
+    summaries: list[str] = field(default_factory=list)
+    last_response: str = ""
