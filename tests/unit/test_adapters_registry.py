@@ -94,3 +94,29 @@ def test_the_prompt_travels_as_an_argument_and_stdin_is_closed(name, tmp_path):
 
     assert (tmp_path / "stdin.txt").read_text() == ""
     assert request.prompt in (tmp_path / "args.txt").read_text()
+
+
+def test_the_command_line_is_recorded_in_the_step_dir_without_the_prompt(tmp_path):
+    import json
+
+    from loope.agents.base import AgentRequest
+    from loope.agents.registry import AgentSpec, create
+
+    fake = tmp_path / "gemini"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    agent = create(AgentSpec("gemini", "gemini-2.5-pro"), {"bin": str(fake), "args": ["--debug"]})
+    step = tmp_path / "step"
+    step.mkdir()
+    prompt = "Fix the add function.\nIt subtracts."
+    request = AgentRequest(
+        role="implementer", prompt=prompt, workspace=tmp_path, step_dir=step, run_id="0001-x",
+        run_dir=tmp_path, iteration=1, state_file=tmp_path / "state.md",
+    )  # fmt: skip
+    agent.run(request)
+    argv = json.loads((step / "argv.json").read_text())
+    assert argv[0] == str(fake)
+    assert "--debug" in argv
+    assert "gemini-2.5-pro" in argv
+    assert not any(prompt in a for a in argv)
+    assert any("<prompt.md>" in a for a in argv)

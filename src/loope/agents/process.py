@@ -7,6 +7,7 @@ turns the parsed lines into live events.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ from typing import Any, ClassVar
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
 from loope.agents.failure import explain
 from loope.proc import ProcResult, run_process
+from loope.records.atomic import write_text
 
 _ENV_SAFE = re.compile(r"[^A-Z0-9]+")
 
@@ -132,6 +134,9 @@ class ProcessAgent:
         missing = self._missing_binary(argv[0])
         if missing:
             return AgentResult(ok=False, message="", error=missing)
+        # The command line as run (the prompt, when it travels as an argument, is in prompt.md already).
+        shown = [a.replace(request.prompt, "<prompt.md>") if request.prompt else a for a in argv]
+        write_text(request.step_dir / "argv.json", json.dumps(shown, indent=2) + "\n")
         session = self.new_session(request)
 
         def report(events: Iterable[AgentEvent]) -> None:
