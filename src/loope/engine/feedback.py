@@ -95,7 +95,10 @@ def compose(findings: Findings) -> str:
 
 
 def feedback_key(findings: Findings) -> list[str]:
-    """What the feedback says, without iteration numbers or timings: tells fresh feedback from a repeat."""
+    """What the feedback says, without iteration numbers or timings: tells fresh feedback from a repeat.
+
+    Empty when there is nothing to act on (no violation, failing check or blocking review).
+    """
     key = [f"violation: {v}" for v in findings.violations]
     for report in (findings.gate, findings.success):
         if report is not None and not report.passed:

@@ -13,7 +13,7 @@ from loope.engine import decide as decisions
 from loope.engine.events import EventBus, EventsFile, Observer
 from loope.engine.feedback import Findings, GateReport, compose, failure_signature, feedback_key
 from loope.engine.metric import MetricSearch
-from loope.engine.prompts import PromptContext, changes_block, read_optional
+from loope.engine.prompts import PromptContext, changes_block, fenced, read_optional
 from loope.engine.resume import discard, rewind
 from loope.engine.roster import Agents, Control, LoopState, Memory
 from loope.engine.state import Halt, RunnerLock, RunState
@@ -325,6 +325,7 @@ class Engine:
             success=success,
             notes=[f"Note: {agent_state.problem}; keep the frontmatter valid."] if agent_state.problem else [],
         )
+        key = feedback_key(findings)
         if spec.metric_mode:
             problem = measured.error if measured else None
             stop, why, verdict, findings = self.metric.decide(n, score, passed and not blockers, findings, problem)
@@ -339,11 +340,11 @@ class Engine:
                 blockers=len(blockers),
                 state_status=agent_state.status,
                 success_passed=None if success is None else success.passed,
-                fresh_feedback=bool(compose(findings)) and feedback_key(findings) != self.loop.feedback_key,
+                fresh_feedback=bool(key) and key != self.loop.feedback_key,
             )
             stop, why, verdict = self._decide(outcome)
         self.loop.feedback = compose(findings)
-        self.loop.feedback_key = feedback_key(findings)
+        self.loop.feedback_key = key
         self._record_attempt(
             n, impl=impl, gate=gate_report, score=score, verdict=verdict, violations=violations, reviews=reviews
         )
@@ -406,9 +407,11 @@ class Engine:
         self.precheck()
         ws = self.run_state.workspace
         changes = changes_block([(c.path, c.stat) for c in ws.changes()], ws.diff())
-        gate_summary = (
-            f"The verify command `{gate.command}` passed." if gate and gate.passed else "No verify command is set."
-        )
+        gate_summary = "No verify command is set."
+        if gate is not None:
+            gate_summary = f"The verify command `{gate.command}` passed."
+            if gate.output.strip():
+                gate_summary += f" The last lines of its output:\n{fenced(gate.output, 'text')}"
         context = self._context(n)
         prompts = [context.reviewer(changes, gate_summary, verifier=role == "verifier") for _, role in agents]
         steps = self.steps.reviews(agents, n, prompts)
