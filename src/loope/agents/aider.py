@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
-from loope.agents.jsonl import as_dict, as_int, json_object, one_line, reported_cost
+from loope.agents.jsonl import as_dict, json_object, reported_cost
 from loope.agents.process import ProcessAgent, Session
 from loope.proc import ProcResult
+from loope.text import count as as_int
+from loope.text import one_line
 
 ANALYTICS_FILE = "aider-analytics.jsonl"
 HISTORY_FILE = "aider-chat-history.md"

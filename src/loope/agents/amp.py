@@ -22,18 +22,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
-from loope.agents.jsonl import (
-    StreamAgent,
-    StreamSession,
-    ToolTable,
-    as_dict,
-    as_int,
-    assistant_blocks,
-    one_line,
-    tool_errors,
-)
+from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict, assistant_blocks, tool_errors
 from loope.agents.process import Session
 from loope.proc import ProcResult
+from loope.text import count as as_int
+from loope.text import one_line
 
 _TOOLS: ToolTable = {
     "Read": ("read", ("path",)),

@@ -130,6 +130,8 @@ class AgentResult:
     output_tokens: int = 0
     cost_usd: float = 0.0
     cost_estimated: bool = False
+    cost_known: bool = True
+    """False when the agent spent tokens loope cannot price (``cost_usd`` then counts nothing for them)."""
     last_action: str | None = None
     model: str | None = None
     budget_exhausted: bool = False
@@ -141,6 +143,11 @@ class Agent(Protocol):
 
     name: str
     model: str | None
+    info: ClassVar[AdapterInfo]
+
+    def preflight(self, workdir: Path) -> str | None:
+        """Why the agent cannot run from ``workdir`` (checked before a run writes anything), or None."""
+        ...
 
     @property
     def label(self) -> str:
@@ -167,9 +174,3 @@ class AdapterInfo:
     login_files: tuple[str, ...] = ()
     """Files (under the home directory) a logged-in CLI keeps its credentials in."""
     version_args: tuple[str, ...] = ("--version",)
-
-
-class AdapterClass(Protocol):
-    info: ClassVar[AdapterInfo]
-
-    def __call__(self, model: str | None, *, options: Mapping[str, Any]) -> Agent: ...

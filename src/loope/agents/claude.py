@@ -19,9 +19,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
-from loope.agents.jsonl import as_float, as_int, json_object, relative_path
+from loope.agents.jsonl import json_object, relative_path
 from loope.agents.process import ProcessAgent, Session
 from loope.proc import ProcResult
+from loope.text import amount as as_float
+from loope.text import count as as_int
+from loope.text import last_line
 
 # Tool name -> (action, the input field naming its target).
 _TOOLS: dict[str, tuple[Action, str]] = {
@@ -143,7 +146,7 @@ class ClaudeAgent(ProcessAgent):
         if session.result_seen:
             return super().judge(proc, session)
         ended = f"{self.label} exited" if proc.exit_code == 0 else f"{self.label} exited with {proc.describe()}"
-        stderr = _last_line(proc.stderr_tail)
+        stderr = last_line(proc.stderr_tail)
         if session.noise and session.cwd is None:
             shown = session.noise[0].strip()[:200]
             reason = (
@@ -277,8 +280,3 @@ def _system(data: Mapping[str, Any], session: ClaudeSession) -> list[AgentEvent]
 
 
 # -- small helpers -----------------------------------------------------------------------------
-
-
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""

@@ -37,9 +37,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
-from loope.agents.jsonl import StreamAgent, StreamSession, api_error, as_dict, as_int, detail_from, one_line
+from loope.agents.jsonl import StreamAgent, StreamSession, api_error, as_dict, detail_from
 from loope.agents.process import Session
 from loope.proc import ProcResult
+from loope.text import count as as_int
+from loope.text import one_line
 
 DEFAULT_PRICE = "codex"
 """The price-table entry for a model loope cannot name (codex's own default, or one the table lacks)."""

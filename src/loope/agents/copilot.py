@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
-from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict, as_int, one_line
+from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict
 from loope.agents.process import Session
 from loope.proc import ProcResult
+from loope.text import count as as_int
+from loope.text import one_line
 
 _TOOLS: ToolTable = {
     "view": ("read", ("path",)),

@@ -19,7 +19,9 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
-from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict, as_int, one_line
+from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict
+from loope.text import count as as_int
+from loope.text import one_line
 
 _TOOLS: ToolTable = {
     "readToolCall": ("read", ("path",)),

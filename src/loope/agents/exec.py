@@ -7,7 +7,6 @@ variables set. A stdout line holding a JSON object whose ``type`` is ``usage``, 
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 from collections.abc import Iterable, Mapping
@@ -15,8 +14,10 @@ from pathlib import Path
 from typing import Any, ClassVar, cast
 
 from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.jsonl import json_object
 from loope.agents.process import ProcessAgent, Session
 from loope.proc import ProcResult
+from loope.text import amount, count
 
 _ACTIONS = frozenset({"edit", "write", "read", "command", "search", "other"})
 # Words the shell resolves itself: a command starting with one needs no program on PATH.
@@ -128,19 +129,13 @@ class ExecAgent(ProcessAgent):
 
 
 def _event_from_json(line: str) -> AgentEvent | None:
-    text = line.strip()
-    if not (text.startswith("{") and text.endswith("}")):
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = json_object(line)
+    if data is None:
         return None
     kind = data.get("type")
     if kind == "usage":
         return AgentEvent.usage(
-            _int(data.get("input_tokens")), _int(data.get("output_tokens")), _float(data.get("cost_usd"))
+            count(data.get("input_tokens")), count(data.get("output_tokens")), amount(data.get("cost_usd"))
         )
     if kind == "action":
         action = str(data.get("action", "other"))
@@ -152,11 +147,3 @@ def _event_from_json(line: str) -> AgentEvent | None:
     if kind == "message":
         return AgentEvent.say(str(data.get("text", "")))
     return None
-
-
-def _int(value: object) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _float(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -19,18 +19,11 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
-from loope.agents.jsonl import (
-    StreamAgent,
-    StreamSession,
-    ToolTable,
-    api_error,
-    as_dict,
-    as_int,
-    detail_from,
-    one_line,
-)
+from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, api_error, as_dict, detail_from
 from loope.agents.process import Session
 from loope.proc import ProcResult
+from loope.text import count as as_int
+from loope.text import one_line
 
 _TOOLS: ToolTable = {
     "read_file": ("read", ("file_path", "absolute_path", "path")),

@@ -18,7 +18,9 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
-from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict, as_int, one_line, reported_cost
+from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict, reported_cost
+from loope.text import count as as_int
+from loope.text import one_line
 
 _TOOLS: ToolTable = {
     "shell": ("command", ("command",)),

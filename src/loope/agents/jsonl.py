@@ -21,11 +21,12 @@ from typing import Any, ClassVar
 from loope.agents.base import Action, AgentEvent, AgentRequest
 from loope.agents.process import ProcessAgent, Session
 from loope.proc import ProcResult
+from loope.text import amount as as_float
+from loope.text import one_line, strip_ansi
 
 ToolTable = Mapping[str, tuple[Action, tuple[str, ...]]]
 """Tool name -> (normalized action, the argument names that may hold its target, in order)."""
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 _JSON_MESSAGE = re.compile(r'"message"\s*:\s*("(?:[^"\\]|\\.)*")')
 _FILE_ACTIONS = frozenset({"edit", "write", "read"})
 
@@ -199,14 +200,6 @@ def json_object(line: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def as_int(value: object) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
-
-
-def as_float(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def as_dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -215,15 +208,6 @@ def reported_cost(value: object) -> float | None:
     """A USD figure the CLI reported; 0 means the CLI did not know the price, so it is no figure."""
     cost = as_float(value)
     return cost if cost else None
-
-
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    lines = [ln.strip() for ln in strip_ansi(text).splitlines() if ln.strip()]
-    return " ".join(lines)[:limit]
 
 
 def api_error(text: str) -> str:

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
-from loope.agents.jsonl import relative_path, strip_ansi
+from loope.agents.jsonl import relative_path
 from loope.agents.process import ProcessAgent, Session
 from loope.proc import ProcResult
+from loope.text import strip_ansi
 
 _HEADERS: tuple[tuple[re.Pattern[str], Action], ...] = (
     (re.compile(r"^Reading (?:file|directory|files): (.+?)(?:, .*)?$"), "read"),

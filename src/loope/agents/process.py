@@ -20,6 +20,7 @@ from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
 from loope.agents.failure import explain
 from loope.proc import ProcResult, run_process
 from loope.records.atomic import write_text
+from loope.text import last_line
 
 _ENV_SAFE = re.compile(r"[^A-Z0-9]+")
 
@@ -97,7 +98,7 @@ class ProcessAgent:
         """Why the step failed, or None. Subclasses add the failures their CLI hides behind exit 0."""
         if proc.exit_code == 0:
             return session.errors[-1] if session.errors else None
-        detail = session.errors[-1] if session.errors else _last_line(proc.stderr_tail or proc.stdout_tail)
+        detail = session.errors[-1] if session.errors else last_line(proc.stderr_tail or proc.stdout_tail)
         reason = f"{self.label} exited with {proc.describe()}"
         return f"{reason}: {detail}" if detail else reason
 
@@ -197,6 +198,9 @@ class ProcessAgent:
             if error:
                 error = explain(error, proc.stderr_tail)
         cost, estimated = self.cost(session)
+        # Not reported and not priceable: tokens were spent at an unknown price, or the CLI never says.
+        used_tokens = session.input_tokens + session.output_tokens > 0
+        known = session.cost_reported or estimated or not (used_tokens or self.info.cost_source.startswith("none"))
         return AgentResult(
             ok=error is None,
             message=session.message,
@@ -208,6 +212,7 @@ class ProcessAgent:
             output_tokens=session.output_tokens,
             cost_usd=cost,
             cost_estimated=estimated,
+            cost_known=known,
             last_action=session.last_action,
             model=session.model,
             budget_exhausted=session.budget_exhausted,
@@ -223,8 +228,3 @@ class ProcessAgent:
         if estimated is None:
             return 0.0, False
         return estimated, True
-
-
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""

@@ -16,18 +16,10 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
-from loope.agents.jsonl import (
-    StreamAgent,
-    StreamSession,
-    ToolTable,
-    api_error,
-    as_dict,
-    as_int,
-    assistant_blocks,
-    tool_errors,
-)
+from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, api_error, as_dict, assistant_blocks, tool_errors
 from loope.agents.process import Session
 from loope.proc import ProcResult
+from loope.text import count as as_int
 
 _TOOLS: ToolTable = {
     "read_file": ("read", ("file_path", "absolute_path", "path")),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
@@ -28,6 +29,9 @@ class StubAgent:
     @property
     def label(self) -> str:
         return self.name
+
+    def preflight(self, workdir: Path) -> str | None:
+        return None
 
     def run(self, request: AgentRequest) -> AgentResult:
         emit = request.on_event

@@ -187,7 +187,12 @@ class Engine:
             max_iters=spec.max_iters,
             budgets={"cost_usd": spec.max_cost, "tokens": spec.max_tokens, "time_s": spec.max_time},
             dry_run=spec.dry_run,
-            warnings=[f"--editable/--protect {p!r} matches no file" for p in warnings],
+            warnings=[f"--editable/--protect {p!r} matches no file" for p in warnings]
+            + (
+                [f"--max-cost cannot see what {', '.join(blind)} spend (their CLIs report no cost)"]
+                if spec.max_cost is not None and (blind := self.agents.cost_blind())
+                else []
+            ),
             resumed_at=record.completed + 1 if record.completed else None,
         )
 

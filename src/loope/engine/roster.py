@@ -33,6 +33,15 @@ class Agents:
     verifier: Agent | None
     critic: Agent | None
 
+    def all(self) -> list[Agent]:
+        extra = [a for a in (self.designer, self.verifier, self.critic) if a is not None]
+        return [self.implementer, *self.reviewers, *extra]
+
+    def cost_blind(self) -> list[str]:
+        """The agents whose CLI reports no cost loope can count (amp, kiro)."""
+        blind = [a.label for a in self.all() if a.info.cost_source.startswith("none")]
+        return sorted(set(blind))
+
     @classmethod
     def from_spec(cls, spec: LoopSpec) -> Agents:
         """Create every agent of the run, and check each can run before anything is written."""
@@ -42,7 +51,7 @@ class Agents:
                 return None
             parsed = registry.parse(text)
             agent = registry.create(parsed, spec.agent_options(parsed.name))
-            problem = getattr(agent, "preflight", lambda _: None)(spec.workdir)
+            problem = agent.preflight(spec.workdir)
             if problem:
                 raise LoopeError(problem)
             return agent

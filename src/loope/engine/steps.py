@@ -132,6 +132,7 @@ class StepRunner:
             duration_s=round(time.monotonic() - started, 3),
             cost_usd=result.cost_usd,
             cost_estimated=result.cost_estimated,
+            cost_known=result.cost_known,
             input_tokens=result.input_tokens,
             output_tokens=result.output_tokens,
             model=result.model or agent.model,

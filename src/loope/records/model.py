@@ -42,6 +42,7 @@ class StepRecord:
     duration_s: float = 0.0
     cost_usd: float = 0.0
     cost_estimated: bool = False
+    cost_known: bool = True
     input_tokens: int = 0
     output_tokens: int = 0
     changed_files: list[str] = field(default_factory=list)
@@ -56,12 +57,15 @@ class StepRecord:
 class Totals:
     cost_usd: float = 0.0
     cost_estimated: bool = False
+    cost_unknown_steps: int = 0
+    """Steps whose cost loope could not learn or estimate: ``cost_usd`` is then a lower bound."""
     input_tokens: int = 0
     output_tokens: int = 0
 
     def add(self, step: StepRecord) -> None:
         self.cost_usd = round(self.cost_usd + step.cost_usd, 6)
         self.cost_estimated = self.cost_estimated or step.cost_estimated
+        self.cost_unknown_steps += 0 if step.cost_known else 1
         self.input_tokens += step.input_tokens
         self.output_tokens += step.output_tokens
 

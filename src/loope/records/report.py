@@ -38,8 +38,11 @@ def outcome_line(run: Mapping[str, Any]) -> str:
 def money(run: Mapping[str, Any]) -> str:
     totals = run.get("totals", {})
     cost = f"${totals.get('cost_usd', 0):.4f}"
-    if totals.get("cost_estimated"):
-        cost += " (estimated)"
+    notes = ["estimated"] if totals.get("cost_estimated") else []
+    if totals.get("cost_unknown_steps"):
+        notes.append(f"at least: cost unknown for {totals['cost_unknown_steps']} step(s)")
+    if notes:
+        cost += f" ({'; '.join(notes)})"
     return f"{cost}, {totals.get('input_tokens', 0)} tokens in / {totals.get('output_tokens', 0)} out"
 
 

@@ -35,6 +35,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from loope.text import strip_ansi
+
 __all__ = ["Failure", "parse_failures"]
 
 
@@ -91,17 +93,11 @@ def parse_failures(output: str, limit: int = 20) -> list[Failure]:
 # --------------------------------------------------------------------------
 # shared helpers
 
-_ANSI = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks
-    r"|\x1b[()][0-9A-Za-z]"  # character set selection
-    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
-)
 _CONTROL = {c: None for c in (*range(0, 9), *range(11, 32), 127)}
 
 
 def _clean_lines(output: str) -> list[str]:
-    text = _ANSI.sub("", output)
+    text = strip_ansi(output)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = text.translate(_CONTROL)
     return [line[:_MAX_LINE_CHARS].rstrip() for line in text.split("\n")]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loope.engine.decide import median
+from loope.text import strip_ansi
 from loope.verify.gate import read_output, run_shell
 
 # Thousands separators (1,234,567) are part of one number; other digits glued to words or dots are not numbers.
@@ -17,13 +18,12 @@ _NUMBER = re.compile(
     r"|(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])"
 )
 # Colour and cursor codes (ESC [ ... letter) would glue a score to the letters around it.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def parse_score(output: str) -> float | None:
     """The last number printed, or None when there is none."""
     last = None
-    for match in _NUMBER.finditer(_ANSI.sub("", output)):
+    for match in _NUMBER.finditer(strip_ansi(output)):
         last = match.group(0)
     if last is None:
         return None

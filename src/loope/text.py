@@ -1,0 +1,46 @@
+"""Small text helpers shared by the agent parsers and the checks: terminal codes, last lines, numbers."""
+
+from __future__ import annotations
+
+import math
+import re
+
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks
+    r"|\x1b[()][0-9A-Za-z]"  # character set selection
+    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+)
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences (colours, cursor moves, hyperlinks)."""
+    return _ANSI.sub("", text)
+
+
+def last_line(text: str, limit: int = 300) -> str:
+    """The last non-empty line of ``text``, without escape codes, at most ``limit`` characters."""
+    for line in reversed(strip_ansi(text).splitlines()):
+        if line.strip():
+            return line.strip()[:limit]
+    return ""
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """All the non-empty lines of ``text`` joined into one, at most ``limit`` characters."""
+    lines = [ln.strip() for ln in strip_ansi(text).splitlines() if ln.strip()]
+    return " ".join(lines)[:limit]
+
+
+def count(value: object) -> int:
+    """A token count from untrusted JSON: a finite, non-negative number, else 0."""
+    number = amount(value)
+    return int(number) if number is not None else 0
+
+
+def amount(value: object) -> float | None:
+    """A finite, non-negative number from untrusted JSON (NaN, infinities, negatives and bools are not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and number >= 0 else None
