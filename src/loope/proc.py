@@ -3,6 +3,7 @@
 Each process runs in its own process group (a new session), so a timeout, a stop request or Ctrl-C
 kills everything it started. Output is streamed to files line by line while only a bounded tail is
 kept in memory, decoded as UTF-8 with replacement. Failures come back as data, never as exceptions.
+:func:`spawn_detached` is the one place that starts a process meant to outlive loope.
 """
 
 from __future__ import annotations
@@ -19,9 +20,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from loope.errors import LoopeError
+
 LineCallback = Callable[[str], None]
 
 _POLL_S = 0.05
+DRAIN_JOIN_S = 10.0
+"""How long, once the process has ended, to wait for its output to be read to the end.
+
+A grandchild that left the process group (its own ``setsid``) can hold the pipes open for ever;
+the result is then built from what was read by this deadline.
+"""
+ABORT_JOIN_S = 2.0
+"""The same wait when run_process is leaving with an exception (Ctrl-C, a failed ``on_spawn``)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,9 @@ class ProcResult:
     cancelled: bool = False
     start_error: str | None = None
     """Why the process could not start (for example, the program is not installed)."""
+    output_error: str | None = None
+    """Why part of the output is missing from its file (the disk was full, say); the process ran on
+    and its pipes were still drained. Also the last line of ``stderr_tail``."""
 
     @property
     def ok(self) -> bool:
@@ -74,7 +88,12 @@ class ProcResult:
 
 @dataclass
 class _Stream:
-    """Drains one pipe: to a file, to a callback, and into a bounded tail."""
+    """Drains one pipe: to a file, to a callback, and into a bounded tail.
+
+    The drain thread can outlive ``run_process`` (a grandchild that left the group holds the pipe),
+    so what the caller reads is copied under ``lock``, and ``detach`` stops every use of the sink
+    and the callback before the caller closes the file.
+    """
 
     pipe: IO[bytes]
     sink: IO[bytes] | None
@@ -83,25 +102,56 @@ class _Stream:
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=200))
     chunks: list[bytes] = field(default_factory=list)
     callback_error: BaseException | None = None
+    sink_error: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    detached: bool = False
 
     def drain(self) -> None:
-        for raw in iter(self.pipe.readline, b""):
-            if self.sink is not None:
-                self.sink.write(raw)
-                self.sink.flush()
+        try:
+            for raw in iter(self.pipe.readline, b""):
+                self._take(raw)
+        finally:
+            self.pipe.close()
+
+    def _take(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        with self.lock:
+            if self.detached:
+                return  # read on, so the writer never blocks, but keep nothing
+            self._write(raw)
             if self.capture:
                 self.chunks.append(raw)
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
             self.tail.append(line[:4000])
-            if self.on_line is not None and self.callback_error is None:
-                try:
-                    self.on_line(line)
-                except BaseException as exc:  # noqa: BLE001 - re-raised by run_process once the pipe is drained
-                    self.callback_error = exc
-        self.pipe.close()
+            deliver = self.on_line if self.callback_error is None else None
+        if deliver is not None:
+            try:
+                deliver(line)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by run_process once the pipe is drained
+                self.callback_error = exc
+
+    def _write(self, raw: bytes) -> None:
+        if self.sink is None:
+            return
+        try:
+            self.sink.write(raw)
+            self.sink.flush()
+        except OSError as exc:
+            self.sink_error = f"could not write {self.sink.name}: {exc.strerror or exc}; the rest was not saved"
+            self.sink = None  # the pipe is still drained: a full disk must not block the process
 
     def tail_text(self) -> str:
-        return "\n".join(self.tail)
+        with self.lock:
+            return "\n".join(self.tail)
+
+    def captured(self) -> bytes:
+        with self.lock:
+            return b"".join(self.chunks)
+
+    def detach(self) -> None:
+        """No more writes to the sink, no more callbacks (the caller is about to close the file)."""
+        with self.lock:
+            self.detached = True
+            self.sink = None
 
 
 def kill_group(pgid: int) -> None:
@@ -130,6 +180,12 @@ def _feed(pipe: IO[bytes], data: bytes) -> None:
         pipe.close()
 
 
+def _join(threads: list[threading.Thread], within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
 def run_process(
     argv: Sequence[str],
     *,
@@ -153,52 +209,95 @@ def run_process(
     ``cancel`` event sends SIGTERM to the group and SIGKILL ``term_grace_s`` later; when the process
     ends, anything it left running in its group is killed too. ``merge_stderr`` interleaves stderr
     into stdout, as a terminal would show it. ``on_spawn`` receives the process group id as soon as
-    the process exists (so another runner can kill an orphaned group later).
+    the process exists (so another runner can kill an orphaned group later); if it raises, or
+    anything interrupts the wait (Ctrl-C), the group is killed before the exception goes on.
     """
     argv_t = tuple(argv)
     started = time.monotonic()
     opened: list[IO[bytes]] = []
+    streams: list[_Stream] = []
     try:
         out_sink = _open_sink(stdout_path, opened)
         err_sink = _open_sink(stderr_path, opened)
         proc = _start(argv_t, cwd, env, piped_stdin=stdin is not None, merge_stderr=merge_stderr)
         if isinstance(proc, ProcResult):
             return proc
-        if on_spawn is not None:
-            on_spawn(proc.pid)
         assert proc.stdout is not None
-        out = _Stream(proc.stdout, out_sink, on_stdout_line, capture)
-        streams = [out]
+        streams.append(_Stream(proc.stdout, out_sink, on_stdout_line, capture))
         if proc.stderr is not None:
-            err = _Stream(proc.stderr, err_sink, on_stderr_line, False)
-            streams.append(err)
-        threads = [threading.Thread(target=s.drain, daemon=True) for s in streams]
-        if stdin is not None:
-            assert proc.stdin is not None
-            data = stdin.encode() if isinstance(stdin, str) else stdin
-            threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), daemon=True))
-        for t in threads:
-            t.start()
-        timed_out, cancelled = _wait(proc, timeout, cancel, started, term_grace_s)
-        _signal_group(proc.pid, signal.SIGKILL)  # whatever it left behind in its group
-        for t in threads:
-            t.join(timeout=10)
+            streams.append(_Stream(proc.stderr, err_sink, on_stderr_line, False))
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        timed_out, cancelled = _supervise(proc, streams, data, on_spawn, timeout, cancel, started, term_grace_s)
         for stream in streams:
             if stream.callback_error is not None:
                 raise stream.callback_error
-        return ProcResult(
-            argv_t,
-            proc.returncode,
-            time.monotonic() - started,
-            stdout_tail=out.tail_text(),
-            stderr_tail=streams[1].tail_text() if len(streams) > 1 else "",
-            stdout=b"".join(out.chunks) if capture else None,
-            timed_out=timed_out,
-            cancelled=cancelled,
-        )
+        return _result(argv_t, proc, started, streams, capture=capture, timed_out=timed_out, cancelled=cancelled)
     finally:
+        for stream in streams:
+            stream.detach()
         for f in opened:
-            f.close()
+            with contextlib.suppress(OSError):  # a full disk fails the last flush too; already reported
+                f.close()
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes],
+    streams: list[_Stream],
+    data: bytes | None,
+    on_spawn: Callable[[int], None] | None,
+    timeout: float | None,
+    cancel: threading.Event | None,
+    started: float,
+    grace_s: float,
+) -> tuple[bool, bool]:
+    """Drain and feed ``proc`` until it ends; (timed_out, cancelled). Any exception kills the group first."""
+    threads = [threading.Thread(target=s.drain, name="loope-proc-drain", daemon=True) for s in streams]
+    if data is not None:
+        assert proc.stdin is not None
+        threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), name="loope-proc-feed", daemon=True))
+    for thread in threads:
+        thread.start()
+    try:
+        if on_spawn is not None:
+            on_spawn(proc.pid)
+        outcome = _wait(proc, timeout, cancel, started, grace_s)
+    except BaseException:
+        _terminate(proc, 1.0)
+        _signal_group(proc.pid, signal.SIGKILL)
+        _join(threads, ABORT_JOIN_S)  # let the output reach its files before they are closed
+        raise
+    _signal_group(proc.pid, signal.SIGKILL)  # whatever it left behind in its group
+    _join(threads, DRAIN_JOIN_S)
+    return outcome
+
+
+def _result(
+    argv: tuple[str, ...],
+    proc: subprocess.Popen[bytes],
+    started: float,
+    streams: list[_Stream],
+    *,
+    capture: bool,
+    timed_out: bool,
+    cancelled: bool,
+) -> ProcResult:
+    out = streams[0]
+    err_tail = streams[1].tail_text() if len(streams) > 1 else ""
+    problems = [s.sink_error for s in streams if s.sink_error]
+    output_error = "; ".join(problems) or None
+    if output_error:
+        err_tail = "\n".join(line for line in (err_tail, f"loope: {output_error}") if line)
+    return ProcResult(
+        argv,
+        proc.returncode,
+        time.monotonic() - started,
+        stdout_tail=out.tail_text(),
+        stderr_tail=err_tail,
+        stdout=out.captured() if capture else None,
+        timed_out=timed_out,
+        cancelled=cancelled,
+        output_error=output_error,
+    )
 
 
 def _start(
@@ -215,14 +314,51 @@ def _start(
             stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
             start_new_session=True,
         )
-    except FileNotFoundError:
+    except OSError as exc:
+        return ProcResult(argv, None, 0.0, start_error=_start_error(argv, cwd, exc))
+
+
+def _start_error(argv: tuple[str, ...], cwd: Path | str, exc: OSError) -> str:
+    """Why ``argv`` could not start, on one line."""
+    if isinstance(exc, FileNotFoundError):
         if not Path(cwd).is_dir():  # Popen reports a missing working directory the same way
-            return ProcResult(argv, None, 0.0, start_error=f"working directory not found: {cwd}")
-        return ProcResult(argv, None, 0.0, start_error=f"command not found: {argv[0]}")
-    except PermissionError:
-        return ProcResult(argv, None, 0.0, start_error=f"permission denied running {argv[0]}")
-    except NotADirectoryError:
-        return ProcResult(argv, None, 0.0, start_error=f"not a directory: {cwd}")
+            return f"working directory not found: {cwd}"
+        return f"command not found: {argv[0]}"
+    if isinstance(exc, PermissionError):
+        return f"permission denied running {argv[0]}"
+    if isinstance(exc, NotADirectoryError):
+        return f"not a directory: {cwd}"
+    # E2BIG (the arguments are too long), ENOEXEC (not a program), EMFILE, ENOMEM, ...
+    return f"cannot run {argv[0]}: {exc.strerror or exc}"
+
+
+def spawn_detached(argv: Sequence[str], *, cwd: Path | str, log_path: Path) -> int:
+    """Start ``argv`` to outlive loope; its pid.
+
+    The one place loope starts such a process: a new session (so the terminal's Ctrl-C and hangup
+    do not reach it), stdin from /dev/null, stdout and stderr appended to ``log_path``. A
+    LoopeError (one line) when it cannot start.
+    """
+    argv_t = tuple(argv)
+    try:
+        log = log_path.open("ab")
+    except OSError as exc:
+        raise LoopeError(f"cannot open {log_path} for {argv_t[0]}'s output: {exc.strerror or exc}") from None
+    try:
+        proc = subprocess.Popen(
+            argv_t,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise LoopeError(f"cannot start a background process: {_start_error(argv_t, cwd, exc)}") from None
+    finally:
+        log.close()
+    # Nobody waits for it here: subprocess reaps it on a later Popen, control.runner_alive when asked.
+    return proc.pid
 
 
 def _open_sink(path: Path | None, opened: list[IO[bytes]]) -> IO[bytes] | None:
@@ -241,20 +377,16 @@ def _wait(
     started: float,
     grace_s: float,
 ) -> tuple[bool, bool]:
-    """Wait for ``proc``; returns (timed_out, cancelled). Any exception kills the group first."""
-    try:
-        while True:
-            try:
-                proc.wait(timeout=_POLL_S)
-                return False, False
-            except subprocess.TimeoutExpired:
-                pass
-            if cancel is not None and cancel.is_set():
-                _terminate(proc, min(grace_s, 5.0))
-                return False, True
-            if timeout is not None and time.monotonic() - started > timeout:
-                _terminate(proc, grace_s)
-                return True, False
-    except BaseException:
-        _terminate(proc, 1.0)
-        raise
+    """Wait for ``proc``; returns (timed_out, cancelled)."""
+    while True:
+        try:
+            proc.wait(timeout=_POLL_S)
+            return False, False
+        except subprocess.TimeoutExpired:
+            pass
+        if cancel is not None and cancel.is_set():
+            _terminate(proc, min(grace_s, 5.0))
+            return False, True
+        if timeout is not None and time.monotonic() - started > timeout:
+            _terminate(proc, grace_s)
+            return True, False

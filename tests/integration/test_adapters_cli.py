@@ -95,3 +95,22 @@ def test_doctor_reports_an_agent_that_is_not_installed(bin_dir, project, cli):
     assert "FIX opencode: opencode is not installed" in result.out
     assert "install it:" in result.out
     assert os.environ["PATH"].startswith(str(bin_dir))
+
+
+def test_doctor_finds_an_agent_where_loope_toml_points(bin_dir, project, cli, tmp_path, monkeypatch):
+    fake = fake_binary(tmp_path / "tools", "gem", "0.61.0")
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    project.write("loope.toml", f'implementer = "gemini"\nreviewers = []\n[agents.gemini]\nbin = "{fake}"\n')
+
+    result = cli("doctor", cwd=project.path)
+
+    assert result.exit_code == 0, result.out
+    assert result.out.startswith("ok  gemini: 0.61.0; credentials from GEMINI_API_KEY")
+
+
+def test_an_empty_exec_command_is_one_clear_error(project, cli):
+    result = cli("run", "fix add", "--implementer", 'exec:""', "--no-review", cwd=project.path)
+
+    assert result.exit_code == 2
+    assert result.err.startswith("loope: error: exec: needs a command")
+    assert project.runs() == []

@@ -28,16 +28,15 @@ def test_every_registered_adapter_imports_with_a_complete_info(name):
 
 
 @pytest.mark.parametrize("name", CLI_ADAPTERS)
-def test_a_configured_binary_that_does_not_exist_fails_the_step_with_the_install_command(name, tmp_path, monkeypatch):
+def test_a_configured_binary_that_does_not_exist_fails_the_step_naming_the_setting(name, tmp_path, monkeypatch):
     cls = registry.adapter_class(name)
-    monkeypatch.setenv(cls.binary_env_var(), str(tmp_path / "no-such-dir" / name))
+    missing = tmp_path / "no-such-dir" / name
+    monkeypatch.setenv(cls.binary_env_var(), str(missing))
 
     result = cls(None, options={}).run(make_request(tmp_path))
 
     assert not result.ok
-    assert result.error is not None
-    assert "command not found" in result.error
-    assert result.error.endswith(f"install it with: {cls.info.install}")
+    assert result.error == f"{name}: {missing} does not exist; fix [agents.{name}] bin or {cls.binary_env_var()}"
 
 
 @pytest.mark.parametrize("name", CLI_ADAPTERS)
@@ -120,3 +119,49 @@ def test_the_command_line_is_recorded_in_the_step_dir_without_the_prompt(tmp_pat
     assert "gemini-2.5-pro" in argv
     assert not any(prompt in a for a in argv)
     assert any("<prompt.md>" in a for a in argv)
+
+
+def test_a_prompt_too_long_for_an_argument_travels_as_a_pointer_to_prompt_md(tmp_path):
+    import json
+
+    from loope.agents.base import AgentRequest
+    from loope.agents.process import ARGUMENT_PROMPT_LIMIT
+
+    seen = tmp_path / "args.txt"
+    fake = tmp_path / "gemini"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {seen}\n')
+    fake.chmod(0o755)
+    step = tmp_path / "step"
+    step.mkdir()
+    prompt = "x" * (ARGUMENT_PROMPT_LIMIT + 50_000)
+    (step / "prompt.md").write_text(prompt)
+    request = AgentRequest(
+        role="implementer", prompt=prompt, workspace=tmp_path, step_dir=step, run_id="0001-x",
+        run_dir=tmp_path, iteration=1, state_file=tmp_path / "state.md",
+    )  # fmt: skip
+
+    registry.create(registry.AgentSpec("gemini"), {"bin": str(fake)}).run(request)
+
+    args = seen.read_text()
+    assert prompt not in args
+    assert f"Your instructions are in the file {step / 'prompt.md'}" in args
+    assert json.loads((step / "argv.json").read_text())[0] == str(fake)
+
+
+@pytest.mark.parametrize(
+    ("text", "advice"),
+    [
+        ("Error: 401 Unauthorized", "not logged in"),
+        ("API Error: 429 Too Many Requests", "rate limited"),
+        ("litellm.AuthenticationError: Incorrect API key provided", "not logged in"),
+        ("OAuth token has expired", "not logged in"),
+        ("FAILED tests/test_authentication.py::test_login - assert False", None),
+        ('File "calc.py", line 429, in add', None),
+        ("2 tests expired caches were rebuilt", None),
+    ],
+)
+def test_login_and_rate_limit_advice_only_for_what_says_so(text, advice):
+    from loope.agents.failure import classify
+
+    found = classify(text)
+    assert (found is None) if advice is None else (advice in (found or ""))

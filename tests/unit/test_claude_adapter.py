@@ -199,7 +199,7 @@ def test_output_that_is_not_stream_json_fails_with_a_clear_reason(tmp_path):
     result, _ = run_fake(tmp_path, "echo 'hello from something else'")
 
     assert not result.ok
-    assert "stream-json" in (result.error or "")
+    assert "without printing Claude Code's JSON events" in (result.error or "")
     assert "hello from something else" in (result.error or "")
 
 
@@ -209,7 +209,7 @@ def test_a_crash_before_the_result_line_reports_the_exit_and_stderr(tmp_path):
 
     assert not result.ok
     assert "exit code 2" in (result.error or "")
-    assert "before its result line" in (result.error or "")
+    assert "before its final event" in (result.error or "")
     assert "TypeError: boom" in (result.error or "")
 
 

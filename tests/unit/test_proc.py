@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
-from loope.proc import run_process
-from tests.conftest import gone
+import pytest
+
+from loope import proc
+from loope.errors import LoopeError
+from loope.proc import run_process, spawn_detached
+from tests.conftest import alive_in_group, gone
 
 PY = sys.executable
 
@@ -191,3 +197,136 @@ def test_a_callback_error_is_raised_after_the_process_is_gone(tmp_path: Path) ->
     else:
         raise AssertionError("the callback's error was swallowed")
     assert gone(int(pid_file.read_text()))
+
+
+def test_any_os_error_at_start_is_a_start_error(tmp_path: Path) -> None:
+    too_long = run_process([PY, "-c", "pass", "x" * 200_000], cwd=tmp_path)  # one argument past MAX_ARG_STRLEN
+    assert too_long.exit_code is None
+    assert too_long.start_error == f"cannot run {PY}: Argument list too long"
+    no_format = tmp_path / "no-shebang"
+    no_format.write_bytes(b"\x7fELF not really a program\n")
+    no_format.chmod(0o755)
+    result = run_process([str(no_format)], cwd=tmp_path)
+    assert result.start_error == f"cannot run {no_format}: Exec format error"
+    assert result.describe() == result.start_error
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a disk that is always full)")
+def test_a_full_disk_stops_the_log_but_not_the_process(tmp_path: Path) -> None:
+    seen: list[str] = []
+    argv = script(tmp_path, "for i in range(5000): print(f'line {i} ' + 'x' * 60)\nprint('end', file=sys.stderr)")
+    result = run_process(
+        argv, cwd=tmp_path, stdout_path=Path("/dev/full"), on_stdout_line=seen.append, capture=True, timeout=60
+    )
+    assert (result.exit_code, result.timed_out) == (0, False)  # the pipe was drained to the end
+    assert len(seen) == 5000
+    assert result.stdout_tail.splitlines()[-1].startswith("line 4999 ")
+    assert result.text.count("\n") == 5000
+    assert result.output_error == "could not write /dev/full: No space left on device; the rest was not saved"
+    assert result.stderr_tail.splitlines() == ["end", f"loope: {result.output_error}"]
+
+
+def test_a_failing_on_spawn_kills_the_group_and_is_raised(tmp_path: Path) -> None:
+    spawned: list[int] = []
+
+    def refuse(pgid: int) -> None:
+        spawned.append(pgid)
+        raise RuntimeError("cannot record the pid")
+
+    with pytest.raises(RuntimeError, match="cannot record the pid"):
+        run_process(script(tmp_path, "print('up', flush=True)\ntime.sleep(120)"), cwd=tmp_path, on_spawn=refuse)
+    assert len(spawned) == 1
+    assert gone(spawned[0]), "the process outlived its failed on_spawn"
+    assert alive_in_group(spawned[0]) == []
+
+
+def _thread_errors(monkeypatch: pytest.MonkeyPatch) -> list[BaseException | None]:
+    """Exceptions that end a thread (the drain threads of run_process), collected instead of printed."""
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    return errors
+
+
+def _wait_for_threads(count: int) -> None:
+    deadline = time.monotonic() + 60
+    while threading.active_count() > count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() <= count, "run_process left a thread running"
+
+
+def test_ctrl_c_kills_the_group_and_closes_the_log_only_once_nothing_writes_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    errors = _thread_errors(monkeypatch)
+    before = threading.active_count()
+    spawned: list[int] = []
+
+    def slow_reader(line: str) -> None:
+        if line == "line 0":
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, while the pipe is full of unread lines
+        time.sleep(0.001)
+
+    body = "for i in range(20000): print(f'line {i} ' + 'x' * 40)\nsys.stdout.flush()\ntime.sleep(120)"
+    with pytest.raises(KeyboardInterrupt):
+        run_process(
+            script(tmp_path, body),
+            cwd=tmp_path,
+            stdout_path=tmp_path / "out.log",
+            on_stdout_line=slow_reader,
+            on_spawn=spawned.append,
+        )
+    assert gone(spawned[0])
+    _wait_for_threads(before)
+    assert errors == []  # no drain thread wrote to (or flushed) a closed log
+    assert (tmp_path / "out.log").read_text().startswith("line 0 ")
+
+
+def test_a_grandchild_that_left_the_group_cannot_hold_up_or_break_the_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(proc, "DRAIN_JOIN_S", 0.5)  # only to give up on the held pipe sooner than 10 s
+    errors = _thread_errors(monkeypatch)
+    before = threading.active_count()
+    release, pid_file = tmp_path / "release", tmp_path / "escaped"
+    escaper = f"""
+    import os, pathlib, sys, time
+    while not pathlib.Path({str(release)!r}).exists():
+        time.sleep(0.05)
+    print("late line", flush=True)
+    """
+    body = f"""
+    escaped = subprocess.Popen([sys.executable, "-c", {textwrap.dedent(escaper)!r}], start_new_session=True)
+    pathlib.Path({str(pid_file)!r}).write_text(str(escaped.pid))
+    print("child done", flush=True)
+    """
+    try:
+        result = run_process(script(tmp_path, body), cwd=tmp_path, stdout_path=tmp_path / "out.log", capture=True)
+        assert result.exit_code == 0
+        assert result.stdout_tail == "child done"
+        assert result.text == "child done\n"
+    finally:
+        release.touch()  # the escaped grandchild now writes to the pipe run_process no longer reads for anyone
+    assert gone(int(pid_file.read_text()))
+    _wait_for_threads(before)
+    assert errors == []
+    assert (tmp_path / "out.log").read_text() == "child done\n"
+
+
+def test_spawn_detached_starts_a_process_that_outlives_its_starter(tmp_path: Path) -> None:
+    log = tmp_path / "runner.log"
+    log.write_text("earlier\n")
+    body = """
+    print(os.getsid(0) == os.getpid(), repr(sys.stdin.read()), flush=True)
+    print("to stderr", file=sys.stderr, flush=True)
+    """
+    pid = spawn_detached(script(tmp_path, body), cwd=tmp_path, log_path=log)
+    assert gone(pid)
+    assert log.read_text() == "earlier\nTrue ''\nto stderr\n"  # appended; its own session; stdin /dev/null
+
+
+def test_spawn_detached_that_cannot_start_says_so_on_one_line(tmp_path: Path) -> None:
+    with pytest.raises(LoopeError) as refused:
+        spawn_detached([str(tmp_path / "no-python")], cwd=tmp_path, log_path=tmp_path / "runner.log")
+    assert str(refused.value) == f"cannot start a background process: command not found: {tmp_path / 'no-python'}"
+    with pytest.raises(LoopeError, match=r"cannot open .*missing/runner.log for "):
+        spawn_detached([PY, "-c", "pass"], cwd=tmp_path, log_path=tmp_path / "missing" / "runner.log")

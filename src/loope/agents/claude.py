@@ -14,30 +14,26 @@ Claude Code reports API failures with exit 1 and ``is_error: true`` on the resul
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
-from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
-from loope.agents.jsonl import json_object, relative_path
-from loope.agents.process import ProcessAgent, Session
+from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, assistant_blocks
+from loope.agents.process import Session
 from loope.proc import ProcResult
 from loope.text import amount as as_float
 from loope.text import count as as_int
-from loope.text import last_line
 
-# Tool name -> (action, the input field naming its target).
-_TOOLS: dict[str, tuple[Action, str]] = {
-    "Edit": ("edit", "file_path"),
-    "MultiEdit": ("edit", "file_path"),
-    "NotebookEdit": ("edit", "notebook_path"),
-    "Write": ("write", "file_path"),
-    "Read": ("read", "file_path"),
-    "NotebookRead": ("read", "notebook_path"),
-    "Bash": ("command", "command"),
-    "Grep": ("search", "pattern"),
-    "Glob": ("search", "pattern"),
-    "WebSearch": ("search", "query"),
+_TOOLS: ToolTable = {
+    "Edit": ("edit", ("file_path",)),
+    "MultiEdit": ("edit", ("file_path",)),
+    "NotebookEdit": ("edit", ("notebook_path",)),
+    "Write": ("write", ("file_path",)),
+    "Read": ("read", ("file_path",)),
+    "NotebookRead": ("read", ("notebook_path",)),
+    "Bash": ("command", ("command",)),
+    "Grep": ("search", ("pattern",)),
+    "Glob": ("search", ("pattern",)),
+    "WebSearch": ("search", ("query",)),
 }
 _SUBTYPE_ERRORS = {
     "error_max_budget_usd": "stopped by its spending cap (--max-budget-usd, the run's remaining --max-cost)",
@@ -47,26 +43,10 @@ _SUBTYPE_ERRORS = {
 _MIN_BUDGET_USD = 1e-6
 
 
-@dataclass
-class ClaudeSession(Session):
-    """What one claude process has printed so far, beyond what every adapter tracks."""
-
-    workspace: Path | None = None
-    cwd: str | None = None
-    """The working directory claude reports in its init line."""
-    result_seen: bool = False
-    message_usage: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Per API message: (input incl. cache, output) tokens from assistant lines, for the no-result fallback."""
-    noise: list[str] = field(default_factory=list)
-    """Lines that were not JSON objects."""
-
-    def relative(self, path: str) -> str:
-        """``path`` relative to the workspace when it lies inside it (claude reports absolute paths)."""
-        return relative_path(path, self.cwd, str(self.workspace) if self.workspace else None)
-
-
-class ClaudeAgent(ProcessAgent):
+class ClaudeAgent(StreamAgent):
     name = "claude"
+    product = "Claude Code"
+    prompt_on_stdin = True
     home_env = ("CLAUDE_CONFIG_DIR",)
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="claude",
@@ -107,15 +87,7 @@ class ClaudeAgent(ProcessAgent):
 
     # -- reading its output -------------------------------------------------------------------
 
-    def new_session(self, request: AgentRequest) -> Session:
-        return ClaudeSession(model=self.model, workspace=request.workspace)
-
-    def parse_line(self, line: str, session: Session) -> Iterable[AgentEvent]:
-        assert isinstance(session, ClaudeSession)
-        data = json_object(line)
-        if data is None:
-            session.noise.append(line)
-            return ()
+    def on_json(self, data: dict[str, Any], session: StreamSession) -> Iterable[AgentEvent]:
         kind = data.get("type")
         if kind == "assistant":
             return _assistant(data, session)
@@ -126,86 +98,33 @@ class ClaudeAgent(ProcessAgent):
         return ()
 
     def finish(self, proc: ProcResult, session: Session) -> Iterable[AgentEvent]:
-        assert isinstance(session, ClaudeSession)
-        if session.result_seen or not session.message_usage:
+        assert isinstance(session, StreamSession)
+        if session.done:
             return ()
-        # No totals: count what the assistant lines showed (their output counts are partial), priced as an estimate.
-        tokens_in = sum(i for i, _ in session.message_usage.values())
-        tokens_out = sum(o for _, o in session.message_usage.values())
-        return (AgentEvent.usage(tokens_in, tokens_out),)
-
-    def judge(self, proc: ProcResult, session: Session) -> str | None:
-        assert isinstance(session, ClaudeSession)
-        if session.errors:
-            return session.errors[-1]
-        if session.result_seen and proc.exit_code == 0:
-            return None
-        if proc.signal_name:
-            killed = f"{self.label} was killed by {proc.signal_name}"
-            return f"{killed} (last action: {session.last_action})" if session.last_action else killed
-        if session.result_seen:
-            return super().judge(proc, session)
-        ended = f"{self.label} exited" if proc.exit_code == 0 else f"{self.label} exited with {proc.describe()}"
-        stderr = last_line(proc.stderr_tail)
-        if session.noise and session.cwd is None:
-            shown = session.noise[0].strip()[:200]
-            reason = (
-                f"{ended} without printing Claude Code's stream-json (first line: {shown!r});"
-                f" check that {self.binary()} is Claude Code"
-            )
-        else:
-            reason = f"{ended} before its result line"
-        return f"{reason}: {stderr}" if stderr else reason
+        # No result line (killed, timed out): count what the assistant lines showed, priced as an estimate.
+        usage = session.usage_from_messages()
+        return (usage,) if usage else ()
 
 
 # -- one line at a time ------------------------------------------------------------------------
 
 
-def _assistant(data: Mapping[str, Any], session: ClaudeSession) -> list[AgentEvent]:
+def _assistant(data: Mapping[str, Any], session: StreamSession) -> list[AgentEvent]:
     message = data.get("message")
     if not isinstance(message, dict):
         return []
-    _note_usage(message, session)
-    events: list[AgentEvent] = []
-    for block in message.get("content") or []:
-        if not isinstance(block, dict):
-            continue
-        if block.get("type") == "text":
-            text = str(block.get("text") or "").strip()
-            if text:
-                session.texts.append(text)
-                events.append(AgentEvent.say(text))
-        elif block.get("type") == "tool_use":
-            events.append(_tool_event(str(block.get("name") or "tool"), block.get("input"), session))
-    return events
-
-
-def _tool_event(name: str, tool_input: object, session: ClaudeSession) -> AgentEvent:
-    args = tool_input if isinstance(tool_input, dict) else {}
-    action, key = _TOOLS.get(name, ("other", ""))
-    value = args.get(key) if key else None
-    if action == "other" or not isinstance(value, str) or not value:
-        return AgentEvent.act(action, name if action == "other" else None)
-    if action in ("edit", "write", "read"):
-        value = session.relative(value)
-    return AgentEvent.act(action, value)
-
-
-def _note_usage(message: Mapping[str, Any], session: ClaudeSession) -> None:
     usage = message.get("usage")
     msg_id = message.get("id")
-    if not isinstance(usage, dict) or not isinstance(msg_id, str) or message.get("model") == "<synthetic>":
-        return
-    tokens_in = as_int(usage.get("input_tokens"))
-    tokens_in += as_int(usage.get("cache_creation_input_tokens")) + as_int(usage.get("cache_read_input_tokens"))
-    tokens_out = as_int(usage.get("output_tokens"))
-    # One line per content block, each repeating the message's usage: keep the largest, not the sum.
-    seen_in, seen_out = session.message_usage.get(msg_id, (0, 0))
-    session.message_usage[msg_id] = (max(seen_in, tokens_in), max(seen_out, tokens_out))
+    if isinstance(usage, dict) and isinstance(msg_id, str) and message.get("model") != "<synthetic>":
+        # One line per content block, each repeating the message's usage: it counts once.
+        tokens_in = as_int(usage.get("input_tokens"))
+        tokens_in += as_int(usage.get("cache_creation_input_tokens")) + as_int(usage.get("cache_read_input_tokens"))
+        session.note_usage(msg_id, tokens_in, as_int(usage.get("output_tokens")))
+    return assistant_blocks(message, session, _TOOLS)
 
 
-def _result(data: Mapping[str, Any], session: ClaudeSession) -> list[AgentEvent]:
-    session.result_seen = True
+def _result(data: Mapping[str, Any], session: StreamSession) -> list[AgentEvent]:
+    session.done = True
     events: list[AgentEvent] = []
     text = data.get("result")
     if isinstance(text, str):
@@ -261,7 +180,7 @@ def _result_error(data: Mapping[str, Any]) -> str | None:
     return f"{detail} ({' '.join(extras)})" if extras else detail
 
 
-def _system(data: Mapping[str, Any], session: ClaudeSession) -> list[AgentEvent]:
+def _system(data: Mapping[str, Any], session: StreamSession) -> list[AgentEvent]:
     subtype = data.get("subtype")
     if subtype == "init":
         if isinstance(data.get("model"), str):

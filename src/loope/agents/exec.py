@@ -97,7 +97,7 @@ class ExecAgent(ProcessAgent):
             words = shlex.split(self.command)
         except ValueError as exc:
             return f"exec:{self.command}: cannot parse the command ({exc}); check its quotes"
-        if not words:
+        if not words or not words[0]:
             return "exec: needs a command, for example exec:./agent.sh"
         program = words[0]
         if program in _SHELL_WORDS or "=" in program or program[0] in "({$`":

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from loope.agents import registry
-from loope.agents.base import AdapterInfo
+from loope.agents.base import AdapterInfo, Agent
+from loope.agents.process import ProcessAgent
 from loope.proc import run_process
 
 
@@ -27,19 +30,16 @@ class Survey:
         return asdict(self)
 
 
-def binary_for(name: str) -> str | None:
-    """The program an adapter would run (``LOOPE_<NAME>_BIN`` honoured), resolved on PATH, or None."""
-    cls = registry.adapter_class(name)
-    info: AdapterInfo = cls.info
-    if info.binary is None:
+def binary_for(agent: Agent, workdir: Path) -> str | None:
+    """The program ``agent`` would run (loope.toml's ``bin`` and ``LOOPE_<NAME>_BIN`` honoured), or None."""
+    if agent.info.binary is None or not isinstance(agent, ProcessAgent):
         return None
-    configured = os.environ.get(cls.binary_env_var()) if hasattr(cls, "binary_env_var") else None
-    candidates = [configured] if configured else [info.binary, *getattr(cls, "alternate_binaries", ())]
-    for candidate in candidates:
-        found = shutil.which(candidate) if candidate else None
-        if found:
-            return found
-    return None
+    program = agent.binary()
+    if os.sep in program:
+        path = Path(program).expanduser()
+        path = path if path.is_absolute() else workdir / path
+        return str(path) if path.exists() else None
+    return shutil.which(program)
 
 
 def version_of(binary: str, args: tuple[str, ...]) -> str | None:
@@ -52,7 +52,7 @@ def version_of(binary: str, args: tuple[str, ...]) -> str | None:
 
 def _survey_one(name: str) -> Survey:
     info: AdapterInfo = registry.info(name)
-    binary = binary_for(name)
+    binary = None if name == "exec" else binary_for(registry.create(registry.AgentSpec(name)), Path.cwd())
     builtin = info.binary is None
     version = version_of(binary, info.version_args) if binary else None
     return Survey(
@@ -84,30 +84,29 @@ class Check:
         return asdict(self)
 
 
-def _check(spec_text: str) -> Check:
+def _check(spec_text: str, options: Mapping[str, Any], workdir: Path) -> Check:
     from loope.errors import LoopeError
 
     try:
         spec = registry.parse(spec_text)
     except LoopeError as exc:
         return Check(spec_text, False, "unknown agent", [exc.message])
+    agent = registry.create(spec, options.get(spec.name, {}))
+    problem = agent.preflight(workdir)
+    if problem:
+        return Check(spec_text, False, problem, [f"install it: {agent.info.install}"] if agent.info.binary else [])
+    info = agent.info
     if spec.command is not None:
-        from loope.agents.exec import ExecAgent
-
-        problem = ExecAgent(spec.command).preflight(Path.cwd())
-        return Check(spec_text, problem is None, problem or "your own command; found", [problem] if problem else [])
-    info = registry.info(spec.name)
-    if info.binary is None:
-        return Check(spec_text, True, "built in")
-    binary = binary_for(spec.name)
+        return Check(spec_text, True, "your own command; found")
+    binary = binary_for(agent, workdir)
     if binary is None:
-        return Check(spec_text, False, f"{info.binary} is not installed", [f"install it: {info.install}"])
+        return Check(spec_text, True, "built in")
     version = version_of(binary, info.version_args)
     if version is None:
         return Check(
             spec_text,
             False,
-            f"{binary} does not run (`{binary} --version` failed)",
+            f"{binary} does not run (`{binary} {' '.join(info.version_args)}` failed)",
             [f"reinstall it: {info.install}"],
         )
     home = Path.home()
@@ -135,6 +134,7 @@ def _login_path(home: Path, entry: str) -> Path:
     return home / entry
 
 
-def diagnose(specs: list[str]) -> list[Check]:
+def diagnose(specs: list[str], options: Mapping[str, Any], workdir: Path) -> list[Check]:
+    """Each agent checked as a run from ``workdir`` would use it (``options``: per-adapter loope.toml settings)."""
     with ThreadPoolExecutor(max_workers=8) as pool:
-        return list(pool.map(_check, specs))
+        return list(pool.map(lambda text: _check(text, options, workdir), specs))

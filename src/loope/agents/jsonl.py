@@ -127,18 +127,18 @@ class StreamAgent(ProcessAgent):
         if proc.signal_name:
             killed = f"{self.label} was killed by {proc.signal_name}"
             return f"{killed} (last action: {session.last_action})" if session.last_action else killed
-        if proc.exit_code != 0:
-            return super().judge(proc, session)
-        if session.done:
-            return None
+        if session.done or (proc.exit_code != 0 and not session.json_seen and not session.noise):
+            # Finished (a non-zero exit still fails it), or failed before printing anything at all.
+            return super().judge(proc, session) if proc.exit_code != 0 else None
         detail = detail_from(proc.stderr_tail)
+        ended = f"{self.label} exited" if proc.exit_code == 0 else f"{self.label} exited with {proc.describe()}"
         if not session.json_seen:
             first = session.noise[0].strip()[:200] if session.noise else ""
             shown = f" (first line: {first!r})" if first else ""
-            reason = f"{self.label} exited without printing {self.product}'s JSON events{shown}"
+            reason = f"{ended} without printing {self.product}'s JSON events{shown}"
             reason += f"; check that {self.binary()} is {self.product}"
         else:
-            reason = f"{self.label} exited before its final event"
+            reason = f"{ended} before its final event"
         return f"{reason}: {detail}" if detail else reason
 
 

@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,6 +23,8 @@ from loope.records.atomic import write_text
 from loope.text import last_line
 
 _ENV_SAFE = re.compile(r"[^A-Z0-9]+")
+ARGUMENT_PROMPT_LIMIT = 100_000
+"""Bytes of prompt that may travel as one argument (Linux refuses a single argument over 128 KiB)."""
 
 
 @dataclass
@@ -123,7 +125,7 @@ class ProcessAgent:
         env = dict(os.environ)
         env.update(request.protocol_env())
         env.update(request.env)
-        if request.isolate_home:
+        if request.isolate_home and self.home_env:
             home = request.step_dir / "home"
             home.mkdir(parents=True, exist_ok=True)
             for var in self.home_env:
@@ -131,10 +133,14 @@ class ProcessAgent:
         return env
 
     def run(self, request: AgentRequest) -> AgentResult:
-        argv = self.argv(request)
-        missing = self._missing_binary(argv[0])
+        if not self.prompt_on_stdin and len(request.prompt.encode()) > ARGUMENT_PROMPT_LIMIT:
+            # An argument this long is refused by the kernel (E2BIG); the prompt is in prompt.md.
+            pointer = f"Your instructions are in the file {request.prompt_file}: read it and follow it exactly."
+            request = replace(request, prompt=pointer)
+        missing = self.preflight(request.workspace)
         if missing:
             return AgentResult(ok=False, message="", error=missing)
+        argv = self.argv(request)
         # The command line as run (the prompt, when it travels as an argument, is in prompt.md already).
         shown = [a.replace(request.prompt, "<prompt.md>") if request.prompt else a for a in argv]
         write_text(request.step_dir / "argv.json", json.dumps(shown, indent=2) + "\n")
@@ -179,14 +185,10 @@ class ProcessAgent:
             return None
         return f"{self.name} is not installed ({program} not found on PATH); install it with: {self.info.install}"
 
-    def _missing_binary(self, program: str) -> str | None:
-        if os.sep in program or shutil.which(program):
-            return None
-        return f"{self.name} is not installed ({program} not found on PATH); install it with: {self.info.install}"
-
     def _result(self, proc: ProcResult, session: Session, request: AgentRequest) -> AgentResult:
         if proc.start_error:
-            error: str | None = f"{self.label}: {proc.start_error}; install it with: {self.info.install}"
+            hint = f"; install it with: {self.info.install}" if proc.start_error.startswith("command not found") else ""
+            error: str | None = f"{self.label}: {proc.start_error}{hint}"
         elif proc.timed_out:
             error = f"timed out after {round(request.timeout_s or 0, 1):g}s"
             if session.last_action:

@@ -44,7 +44,8 @@ def doctor(workdir: Path | None, json_: bool) -> int:
     root = project_dir(workdir)
     spec = build_spec({"goal": "doctor"}, root)
     names = [spec.implementer, *spec.reviewers, spec.designer, spec.verifier, spec.critic]
-    checks = diagnose([n for n in dict.fromkeys(names) if n])
+    options = {name: spec.agent_options(name) for name in spec.agents}
+    checks = diagnose([n for n in dict.fromkeys(names) if n], options, root)
     if json_:
         click.echo(json.dumps([c.to_dict() for c in checks], indent=2))
     else:

@@ -146,22 +146,7 @@ class StepRunner:
         record.changed_files = [c.path for c in step.changes]
         record.files = files_of(step.changes)
         record.violations = violations
-        self.run.add_step(record)
-        self.run.bus.emit(
-            "step_finished",
-            step=record.id,
-            iteration=record.iteration,
-            role=record.role,
-            adapter=record.adapter,
-            ok=record.ok,
-            error=record.error,
-            verdict=record.verdict,
-            verdict_inferred=record.verdict_inferred,
-            duration_s=record.duration_s,
-            cost_usd=record.cost_usd,
-            files=record.files,
-            violations=violations,
-        )
+        self._record(record, verdict=record.verdict, verdict_inferred=record.verdict_inferred)
 
     # -- commands -----------------------------------------------------------------------------
 
@@ -181,7 +166,7 @@ class StepRunner:
         return StepRecord(id=number, iteration=iteration, role="verifier", adapter=kind, dir=rel), outcome
 
     def _record(self, record: StepRecord, **event: object) -> None:
-        """Save a check's record and tell the observers it finished."""
+        """Save a step's record and tell the observers it finished."""
         self.run.add_step(record)
         self.run.bus.emit(
             "step_finished",
@@ -192,8 +177,9 @@ class StepRunner:
             ok=record.ok,
             error=record.error,
             duration_s=record.duration_s,
-            files=[],
-            violations=[],
+            cost_usd=record.cost_usd,
+            files=record.files,
+            violations=record.violations,
             **event,
         )
 

@@ -46,7 +46,8 @@ def money(run: Mapping[str, Any]) -> str:
     return f"{cost}, {totals.get('input_tokens', 0)} tokens in / {totals.get('output_tokens', 0)} out"
 
 
-def _files(files: list[Mapping[str, Any]]) -> str:
+def files_text(files: list[Mapping[str, Any]]) -> str:
+    """``calc.py +1 −1, logo.png binary``: the files of a step or a run with their line counts."""
     parts = []
     for f in files:
         stat = "binary" if f.get("added") is None else f"+{f['added']} −{f['removed']}"
@@ -97,7 +98,7 @@ def render(run: Mapping[str, Any]) -> str:
             verdict = (s.get("verdict") or "") + (" (inferred)" if s.get("verdict_inferred") else "")
             lines.append(
                 f"| {s['id']:02d} | {s['role']} | {s['adapter']} | {_result(s)} | {verdict} | {s['duration_s']:.1f}s"
-                f" | ${s.get('cost_usd', 0):.4f} | {_files(s.get('files', []))} |"
+                f" | ${s.get('cost_usd', 0):.4f} | {files_text(s.get('files', []))} |"
             )
             lines += [f"|  |  |  | ⚠ {v} |  |  |  |  |" for v in s.get("violations", [])]
     files = run.get("changes", {}).get("files", [])

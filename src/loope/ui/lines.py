@@ -5,16 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from loope.engine.events import Event
+from loope.records.report import files_text
 
 ICONS = {"edit": "✎", "write": "✎", "read": "◦", "command": "▸", "search": "⌕", "other": "·"}
-
-
-def files_text(files: list[dict[str, Any]]) -> str:
-    parts = []
-    for f in files:
-        stat = "binary" if f.get("added") is None else f"+{f['added']} −{f['removed']}"
-        parts.append(f"{f['path']} {stat}")
-    return ", ".join(parts)
 
 
 def step_label(data: dict[str, Any]) -> str:
