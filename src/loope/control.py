@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from loope.errors import LoopeError
+
+if TYPE_CHECKING:
+    from loope.engine.state import RunState
+    from loope.records.rundir import RunDir
+    from loope.store.db import Store
 
 STATE_LINES = 40
 
 
 def runner_alive(pid: Any) -> bool:
+    """Whether ``pid`` (a run's runner) is a live process."""
     if not isinstance(pid, int) or pid <= 0:
         return False
+    # A runner this process started (the MCP server's) that died is a zombie until reaped, and a
+    # zombie still answers kill(pid, 0); reap it first. Not our child: ChildProcessError.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -39,9 +52,10 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     row = open_store(workdir).get(run_id) or {}
     pid = record.get("pid")
     alive = record.get("status") == "running" and runner_alive(pid)
-    state_path = Path(row.get("state_file") or Path(record["workspace"]["path"]) / ".loope" / "state.md")
-    state = state_file.read(state_path)
-    spec = json.loads((rundir / "spec.json").read_text(encoding="utf-8"))
+    state_path = _state_path(row, record)
+    state = state_file.read(state_path) if state_path is not None else None
+    spec = _optional_json(rundir / "spec.json")
+    totals = _object(record.get("totals"))
     status = record.get("status")
     if status == "running" and not alive:
         status = "dead"
@@ -54,10 +68,9 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
             "stop_detail": record.get("stop_detail"),
             "iteration": record.get("iterations", 0),
             "max_iterations": record.get("max_iters"),
-            "cost_usd": record.get("totals", {}).get("cost_usd", 0.0),
+            "cost_usd": totals.get("cost_usd", 0.0),
             "max_cost_usd": spec.get("max_cost"),
-            "tokens": record.get("totals", {}).get("input_tokens", 0)
-            + record.get("totals", {}).get("output_tokens", 0),
+            "tokens": totals.get("input_tokens", 0) + totals.get("output_tokens", 0),
             "runner_pid": pid,
             "runner_alive": alive,
             "started_at": record.get("started_at"),
@@ -67,19 +80,41 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
             or (record.get("stop_detail") if status in ("failed", "step_failed", "timed_out") else None),
             "stop_requested": bool(row.get("interrupt")),
             "run_dir": str(rundir.root),
-            "state_file": str(state_path),
+            "state_file": str(state_path) if state_path is not None else None,
         },
-        "frontmatter": state.frontmatter,
-        "state_problem": state.problem,
-        "state_notes": state.notes if state.status == "blocked" else None,
-        "state_excerpt": "\n".join(state.text.splitlines()[:STATE_LINES]),
+        "frontmatter": state.frontmatter if state else {},
+        "state_problem": state.problem if state else "run.json names no workspace, so no state file",
+        "state_notes": state.notes if state and state.status == "blocked" else None,
+        "state_excerpt": "\n".join(state.text.splitlines()[:STATE_LINES]) if state else "",
     }
+
+
+def _state_path(row: dict[str, Any], record: dict[str, Any]) -> Path | None:
+    if row.get("state_file"):
+        return Path(row["state_file"])
+    workspace = record.get("workspace")
+    if isinstance(workspace, dict) and workspace.get("path"):
+        return Path(workspace["path"]) / ".loope" / "state.md"
+    return None
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _optional_json(path: Path) -> dict[str, Any]:
+    """``path`` as a JSON object; empty when it is missing or damaged (status shows what it can)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return _object(data)
 
 
 def is_running(root: Path) -> bool:
     try:
         return bool(json.loads((root / "run.json").read_text(encoding="utf-8")).get("status") == "running")
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         return False
 
 
@@ -87,16 +122,47 @@ def request_stop(workdir: Path, run_id: str, *, now: bool = False) -> bool:
     """Ask a running run to stop (``now``: kill its step in flight too); False when it already finished."""
     from loope.records.rundir import RUNS, RunDir
 
-    record = RunDir(workdir / RUNS / run_id).read_json("run.json")
+    rundir = RunDir(workdir / RUNS / run_id)
+    record = rundir.read_json("run.json")
     if record.get("status") != "running":
         return False
-    open_store(workdir).request_stop(run_id, now=now)
+    store = open_store(workdir)
+    if store.request_stop(run_id, now=now):
+        return True
+    # The database lost the run's row (it was moved aside, or replaced by a fresh one). The runner
+    # asks this same file before every step, so put the row back from run.json, flags set.
+    store.restore_run(_row_from_record(rundir, record))
+    if not store.request_stop(run_id, now=now):
+        raise LoopeError(
+            f"run {run_id} is not in the project's database {store.path}, so its runner cannot see a stop"
+            f" request; stop its runner (pid {record.get('pid')}) yourself"
+        )
     return True
+
+
+def _row_from_record(rundir: RunDir, record: dict[str, Any]) -> dict[str, Any]:
+    """The least the store needs to know about a run, from its run.json."""
+    from loope.records.model import now_iso
+
+    workspace = _object(record.get("workspace"))
+    return {
+        "id": rundir.run_id,
+        "goal": str(record.get("goal") or ""),
+        "workdir": str(record.get("workdir") or rundir.workdir),
+        "run_dir": str(rundir.root),
+        "workspace": workspace.get("path"),
+        "max_iters": record.get("max_iters"),
+        "status": "running",
+        "iterations": record.get("iterations") or 0,
+        "started_at": record.get("started_at") or now_iso(),
+        "runner_pid": record.get("pid"),
+    }
 
 
 def start_detached(spec: Any) -> str:
     """Prepare the run here (so bad input fails now), drive it from a background process; the run id."""
     from loope.engine.loop import Engine
+    from loope.proc import spawn_detached
     from loope.store.db import Store
     from loope.store.observer import StoreObserver
 
@@ -105,19 +171,29 @@ def start_detached(spec: Any) -> str:
 
         parse_specs(list(spec.notify))  # here, not in the background runner, where no one would see the error
 
-    engine = Engine(spec, observers=[StoreObserver(Store.for_project(spec.workdir))])
-    rundir = engine.prepare().rundir
+    store = Store.for_project(spec.workdir)
+    engine = Engine(spec, observers=[StoreObserver(store)])
+    run = engine.prepare()
     engine.lock.release()
-    import subprocess
-
-    log = (rundir / "runner.log").open("ab")
-    subprocess.Popen(
-        [sys.executable, "-m", "loope", "resume", rundir.run_id, "--workdir", str(spec.workdir), "--plain"],
-        cwd=spec.workdir,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    log.close()
+    run.workspace.stop_watching()  # the background runner watches it from now on
+    rundir = run.rundir
+    argv = [sys.executable, "-m", "loope", "resume", rundir.run_id, "--workdir", str(spec.workdir), "--plain"]
+    try:
+        spawn_detached(argv, cwd=spec.workdir, log_path=rundir / "runner.log")
+    except LoopeError as exc:
+        _never_started(run, store, f"the background runner could not start: {exc}")
+        raise LoopeError(f"run {rundir.run_id} failed: {exc}") from None
     return rundir.run_id
+
+
+def _never_started(run: RunState, store: Store, detail: str) -> None:
+    """Record a prepared run whose runner never started as failed, so nothing shows it running."""
+    from loope.records.model import now_iso
+
+    record = run.record
+    record.status = record.stop_reason = "failed"
+    record.stop_detail = detail
+    record.finished_at = now_iso()
+    record.pid = None
+    run.save()
+    store.update_run(record.run_id, status="failed", finished_at=record.finished_at, last_error=detail)

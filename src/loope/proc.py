@@ -227,7 +227,16 @@ def run_process(
         if proc.stderr is not None:
             streams.append(_Stream(proc.stderr, err_sink, on_stderr_line, False))
         data = stdin.encode() if isinstance(stdin, str) else stdin
-        timed_out, cancelled = _supervise(proc, streams, data, on_spawn, timeout, cancel, started, term_grace_s)
+        timed_out, cancelled = _supervise(
+            proc,
+            streams,
+            data=data,
+            on_spawn=on_spawn,
+            timeout=timeout,
+            cancel=cancel,
+            started=started,
+            grace_s=term_grace_s,
+        )
         for stream in streams:
             if stream.callback_error is not None:
                 raise stream.callback_error
@@ -243,6 +252,7 @@ def run_process(
 def _supervise(
     proc: subprocess.Popen[bytes],
     streams: list[_Stream],
+    *,
     data: bytes | None,
     on_spawn: Callable[[int], None] | None,
     timeout: float | None,

@@ -20,5 +20,5 @@ def attach(engine: Any, spec: Any) -> None:
     if spec.notify:
         from loope.notify import build_notifiers
 
-        for notifier in build_notifiers(spec.notify, store=store, spec=spec):
+        for notifier in build_notifiers(spec.notify, store=store):
             engine.bus.add(notifier)

@@ -442,3 +442,98 @@ def test_resume_of_a_finished_run_is_refused(project, agent_script, cli):
     line = one_error_line(result.err)
     assert f"run {run_id} already finished (converged); start a new one with `loope run`" in line
     assert (project.runs()[-1] / "run.json").read_text() == before
+
+
+# -- damaged records, lost rows, runners that never started or died -------------------------------
+
+
+def test_a_dead_runner_started_by_this_process_is_not_alive():
+    from loope.control import runner_alive
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])  # as the MCP server starts runners, never waited for
+    wait_for(lambda: not pid_alive(child.pid), "the child to exit (a zombie until someone reaps it)")
+    assert runner_alive(child.pid) is False
+    assert not Path(f"/proc/{child.pid}").exists()  # reaped, not only reported dead
+    assert runner_alive(os.getpid()) is True  # a live process that is nobody's child here
+
+
+@pytest.mark.parametrize("damage", ["{not json", "", '["a list"]'])
+def test_status_and_stop_of_a_run_with_a_damaged_run_json_are_one_clear_line(project, agent_script, cli, damage):
+    done = cli("run", "write notes", "--implementer", agent_script(DONE), "--no-review", cwd=project.path)
+    assert done.exit_code == 0, done.err
+    run_id = project.run_json()["run_id"]
+    (project.runs()[-1] / "run.json").write_text(damage)
+    for args in (("status", run_id), ("status", run_id, "--json"), ("stop", run_id), ("stop", run_id, "--now")):
+        result = cli(*args, cwd=project.path)
+        assert result.exit_code == 2, args
+        assert f"loope: error: run {run_id}: run.json is unreadable (" in one_error_line(result.err)
+    listing = cli("status", cwd=project.path)  # every running run: the damaged one is not among them
+    assert (listing.exit_code, listing.out) == (0, "no run is running; `loope runs` lists them all\n")
+
+
+def test_status_shows_what_it_can_without_the_workspace_spec_or_database(project, agent_script, cli):
+    flags = ("--implementer", agent_script(DONE), "--no-review", "--max-cost", "3")
+    assert cli("run", "write notes", *flags, cwd=project.path).exit_code == 0
+    rundir = project.runs()[-1]
+    run_id = rundir.name
+    (rundir / "spec.json").write_text("{damaged")
+    info = json.loads(cli("status", run_id, "--json", cwd=project.path).out)["loop"]
+    assert (info["status"], info["max_cost_usd"]) == ("converged", None)
+
+    record = read_json(rundir / "run.json")
+    del record["workspace"]
+    (rundir / "run.json").write_text(json.dumps(record))
+    (rundir / "spec.json").unlink()
+    for name in ("loope.db", "loope.db-wal", "loope.db-shm"):  # the store's state_file goes with it
+        (project.path / ".loope" / name).unlink(missing_ok=True)
+    shown = cli("status", run_id, "--json", cwd=project.path)
+    assert shown.exit_code == 0, shown.err
+    info = json.loads(shown.out)
+    assert (info["loop"]["status"], info["loop"]["state_file"], info["state_excerpt"]) == ("converged", None, "")
+    assert info["state_problem"] == "run.json names no workspace, so no state file"
+    assert cli("status", run_id, cwd=project.path).exit_code == 0
+
+
+def test_stop_reaches_a_runner_whose_database_row_was_lost(project, agent_script, marks, runners):
+    runner = runners.start(
+        "run", "fix add", "--implementer", agent_script(waiting(marks)), "--no-review", "--verify-cmd", GATE,
+        "--max-iters", "3", "--plain",
+    )  # fmt: skip
+    wait_for((marks / "started-1").exists, "the implementer to start")
+    run_id = project.runs()[-1].name
+    for name in ("loope.db", "loope.db-wal", "loope.db-shm"):  # moved aside, say, after it was damaged
+        (project.path / ".loope" / name).unlink(missing_ok=True)
+    stopped = loope(project.path, "stop", run_id)
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout == f"stop requested for {run_id}: it stops before its next step\n"
+    (marks / "release").touch()
+    assert runner.wait(timeout=DEADLINE_S) == 1, runners.log()
+    run = project.run_json()
+    assert (run["status"], run["stop_reason"], run["stop_detail"]) == ("stopped", "stopped", "stop requested")
+    assert [(s["iteration"], s["role"]) for s in run["steps"]] == [(1, "implementer")]
+
+
+def test_a_detached_run_whose_runner_cannot_start_is_recorded_as_failed(
+    project, agent_script, cli, monkeypatch, tmp_path
+):
+    from loope.store.db import Store
+
+    gone_python = tmp_path / "no-python"
+    monkeypatch.setattr(sys, "executable", str(gone_python))  # the interpreter was removed (a venv rebuilt, say)
+    result = cli(
+        "run", "write notes", "--implementer", agent_script(DONE), "--no-review", "--detach", cwd=project.path
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert result.out == ""
+    run = project.run_json()
+    run_id = run["run_id"]
+    line = one_error_line(result.err)
+    assert f"run {run_id} failed: cannot start a background process: command not found: {gone_python}" in line
+    assert (run["status"], run["stop_reason"]) == ("failed", "failed")
+    assert run["stop_detail"].startswith("the background runner could not start: cannot start a background process")
+    assert run["finished_at"]
+    row = Store.for_project(project.path).get(run_id)
+    assert (row["status"], row["last_error"], row["finished_at"]) == ("failed", run["stop_detail"], run["finished_at"])
+    info = json.loads(cli("status", run_id, "--json", cwd=project.path).out)["loop"]
+    assert (info["status"], info["runner_alive"], info["last_error"]) == ("failed", False, run["stop_detail"])
+    assert cli("status", cwd=project.path).out == "no run is running; `loope runs` lists them all\n"

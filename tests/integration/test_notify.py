@@ -316,6 +316,22 @@ def test_a_resumed_run_edits_its_message_instead_of_posting_a_new_one(project, a
     assert len([c for c in slack.calls if c.method == "chat.postMessage" and "thread_ts" not in c.params]) == 1
 
 
+def test_two_slack_channels_keep_their_own_message_ids(project, agent_script, cli, slack):
+    result = run_fix(
+        cli, project, agent_script(FOURTH_TIME_LUCKY), "--max-iters", "5", "--notify", "slack:#one",
+        "--notify", "slack:#two",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.out + result.err
+    posted = {c.params["channel"]: c for c in slack.of("chat.postMessage") if "thread_ts" not in c.params}
+    assert set(posted) == {"#one", "#two"}
+    ids = Store.for_project(project.path).notification_ids(project.run_json()["run_id"])
+    # Each notifier saved its entry after every post and reaction; neither overwrote the other's.
+    assert set(ids) == {"slack:#one", "slack:#two"}
+    assert {ids[key]["ts"] for key in ids} == {"1700000000.000001", "1700000000.000002"}
+    assert {ids[key]["reaction"] for key in ids} == {"white_check_mark"}
+    assert notify_log(project) == []
+
+
 def test_slack_listen_says_what_to_set_when_it_cannot_connect(project, slack, monkeypatch):
     from loope.cli.slack import slack_listen
 
@@ -520,6 +536,8 @@ def test_every_notifier_at_once(project, agent_script, cli, *, slack, hook, tmp_
         ("slack:#loops", "set SLACK_BOT_TOKEN"),
         ("webhook:ftp://example.com/x", "is not an http(s) URL"),
         ("webhook:example.com/hook", "is not an http(s) URL"),
+        ("webhook:http://h:abc/x", "'http://h:abc/x' has a port that is not a number from 0 to 65535"),
+        ("webhook:https://example.com:99999/x", "has a port that is not a number from 0 to 65535"),
         ("cmd:", "cmd: needs a value"),
     ],
 )

@@ -284,3 +284,88 @@ def test_the_cli_reports_a_corrupt_database_on_one_line_and_starts_no_run(projec
     assert result.exit_code == 2
     assert "loope.db is unreadable" in one_error_line(result.err)
     assert no_loope_runs(project.path)
+
+
+def test_updates_say_whether_the_store_has_the_run(tmp_path):
+    store = Store(tmp_path / "loope.db")
+    assert store.update_run(RUN_V1["id"], status="failed") == 0
+    assert store.request_stop(RUN_V1["id"]) is False  # nobody would ever see this stop request
+    assert store.get(RUN_V1["id"]) is None
+    store.add_run(RUN_V1 | {"interrupt": 0})
+    assert store.update_run(RUN_V1["id"], status="failed") == 1
+    assert store.request_stop(RUN_V1["id"], now=True) is True
+    assert store.stop_flags(RUN_V1["id"]) == (True, True)
+    assert store.restore_run(RUN_V1 | {"status": "running"}) is False  # there already: left as it is
+    assert store.get(RUN_V1["id"])["status"] == "failed"
+
+
+def test_two_processes_migrating_a_new_database_at_once_apply_each_migration_once(tmp_path):
+    path = tmp_path / "loope.db"
+    both_read_version_0 = threading.Barrier(2, timeout=60)
+    reached: dict[str, int] = {}
+    errors: list[BaseException] = []
+
+    def open_and_migrate(name: str) -> None:
+        conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        paused: list[bool] = []
+
+        def before_the_write_lock(statement: str) -> None:
+            if statement == "BEGIN IMMEDIATE" and not paused:
+                paused.append(True)
+                both_read_version_0.wait()  # neither takes the lock before both have read the version
+
+        conn.set_trace_callback(before_the_write_lock)
+        try:
+            reached[name] = migrate(conn)
+        except Exception as exc:  # noqa: BLE001 - collected, asserted below
+            errors.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=open_and_migrate, args=(name,)) for name in ("first", "second")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    assert reached == {"first": LATEST, "second": LATEST}
+    conn = connect(path)
+    assert [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")] == list(
+        range(1, LATEST + 1)
+    )
+    Store(path).add_run(RUN_V1)  # and the schema works
+
+
+def test_notification_ids_are_set_one_key_at_a_time(tmp_path):
+    path = tmp_path / "loope.db"
+    Store(path).add_run(RUN_V1 | {"status": "running"})
+    assert Store(path).set_notification_id("9999-unknown", "slack:#a", {"ts": "1"}) is False
+    writers, writes = 6, 20
+    start = threading.Barrier(writers, timeout=60)
+    errors: list[BaseException] = []
+
+    def write(key: str) -> None:
+        store = Store(path)  # one store per notifier, as two notifiers of one run would have
+        start.wait()
+        try:
+            for n in range(writes):
+                store.set_notification_id(RUN_V1["id"], key, {"ts": f"1700000000.{n:06d}"})
+        except Exception as exc:  # noqa: BLE001 - collected, asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(f"slack:#c{i}",)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    last = {"ts": f"1700000000.{writes - 1:06d}"}
+    assert Store(path).notification_ids(RUN_V1["id"]) == {f"slack:#c{i}": last for i in range(writers)}
+
+
+def test_damaged_notification_ids_are_started_afresh(tmp_path):
+    store = Store(tmp_path / "loope.db")
+    store.add_run(RUN_V1 | {"notification_ids": "not json"})
+    assert store.notification_ids(RUN_V1["id"]) == {}
+    assert store.set_notification_id(RUN_V1["id"], "slack:#a", {"ts": "1"}) is True
+    assert store.notification_ids(RUN_V1["id"]) == {"slack:#a": {"ts": "1"}}

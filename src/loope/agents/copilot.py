@@ -121,6 +121,6 @@ def _usage_file(path: Path | None) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except ValueError:
+    except (OSError, ValueError):  # unreadable or half-written: no token counts, never a failed step
         return None
     return data if isinstance(data, dict) else None

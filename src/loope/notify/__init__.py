@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from loope.errors import LoopeError
+
+if TYPE_CHECKING:
+    from loope.engine.events import Observer
 
 KINDS = ("slack", "webhook", "cmd")
 USAGE = "use slack:CHANNEL, webhook:URL or cmd:COMMAND"
@@ -68,35 +71,39 @@ def _check_url(what: str, url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise LoopeError(f"{what}: {url!r} is not an http(s) URL; give one like https://example.com/hook")
+    try:
+        _ = parts.port  # urlsplit checks the port only when it is read
+    except ValueError:
+        raise LoopeError(
+            f"{what}: {url!r} has a port that is not a number from 0 to 65535; give one like"
+            " https://example.com:8443/hook, or leave the port out"
+        ) from None
 
 
-def build_notifiers(specs: list[str], *, store: Any, spec: Any) -> list[Any]:
+def build_notifiers(specs: list[str], *, store: Any) -> list[Observer]:
     """The observers for ``specs`` (``--notify`` values), in order, and a last one that drains them.
 
-    ``store`` keeps the Slack message's id so a resumed run edits the same message. ``spec`` is
-    the run's LoopSpec (the events carry what the notifiers need today).
+    ``store`` keeps the Slack message's id so a resumed run edits the same message.
     """
-    from loope.notify.delivery import Drain
+    from loope.notify.delivery import Drain, Queued
 
-    del spec
-    notifiers: list[Any] = []
+    queued: list[Queued] = []  # deliver on a worker thread
+    direct: list[Observer] = []  # run on the engine's thread
     for parsed in parse_specs(specs):
         if parsed.kind == "slack":
             from loope.notify.slack import TOKEN_ENV, SlackNotifier
 
-            notifiers.append(SlackNotifier(parsed.value, token=os.environ[TOKEN_ENV].strip(), store=store))
+            queued.append(SlackNotifier(parsed.value, token=os.environ[TOKEN_ENV].strip(), store=store))
         elif parsed.kind == "webhook":
             from loope.notify.webhook import WebhookNotifier
 
-            notifiers.append(WebhookNotifier(parsed.value))
+            queued.append(WebhookNotifier(parsed.value))
         else:
             from loope.notify.command import CommandNotifier
 
-            notifiers.append(CommandNotifier(parsed.value))
-    queued = [n for n in notifiers if hasattr(n, "worker")]
-    if queued:
-        # At run_finished the queued notifiers hand over their last messages first, the command
-        # runs (on the engine's thread) while they deliver, and Drain then waits for what is left.
-        notifiers.sort(key=lambda n: not hasattr(n, "worker"))
-        notifiers.append(Drain(queued))
-    return notifiers
+            direct.append(CommandNotifier(parsed.value))
+    if not queued:
+        return direct
+    # At run_finished the queued notifiers hand over their last messages first, the commands run
+    # (on the engine's thread) while they deliver, and Drain then waits for what is left.
+    return [*queued, *direct, Drain(queued)]

@@ -336,9 +336,8 @@ class SlackNotifier:
         if self.store is None or self.ts is None:
             return
         try:
-            ids = self.store.notification_ids(self.run_id)
-            ids[self.key] = {"channel": self.channel_id, "ts": self.ts, "reaction": self.reaction}
-            self.store.set_notification_ids(self.run_id, ids)
+            entry = {"channel": self.channel_id, "ts": self.ts, "reaction": self.reaction}
+            self.store.set_notification_id(self.run_id, self.key, entry)  # this channel's entry only
         except Exception as exc:  # noqa: BLE001 - the message still went out; only a resume would post anew
             self.log.write(f"cannot store the Slack message id: {exc}")
 

@@ -15,6 +15,19 @@ _WORD = re.compile(r"[a-z0-9]+")
 _ID = re.compile(r"^(\d{4,})-")
 
 
+class RunFileError(LoopeError, ValueError):
+    """A run's file is missing or damaged.
+
+    Also a ValueError, so callers that skip runs they cannot read (``except (OSError, ValueError)``)
+    keep skipping them.
+    """
+
+    def __init__(self, rundir: RunDir, name: str, reason: str) -> None:
+        super().__init__(
+            f"run {rundir.run_id}: {name} is unreadable ({reason}); restore it, or move {rundir.root} aside"
+        )
+
+
 def slug(goal: str, *, words: int = 6, chars: int = 40) -> str:
     """Up to six words / forty characters of the goal, lowercase, hyphenated."""
     picked: list[str] = []
@@ -53,7 +66,15 @@ class RunDir:
         return path
 
     def read_json(self, name: str) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads((self.root / name).read_text(encoding="utf-8"))
+        """One of the run's JSON files, as an object; a RunFileError saying which when it cannot be read."""
+        try:
+            data = json.loads((self.root / name).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise RunFileError(self, name, exc.strerror or str(exc)) from None
+        except ValueError as exc:  # invalid JSON, or bytes that are not UTF-8
+            raise RunFileError(self, name, f"not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise RunFileError(self, name, f"a JSON {type(data).__name__}, not an object")
         return data
 
     @classmethod

@@ -66,12 +66,22 @@ class Store:
         with self._connect() as conn:
             conn.execute(f"INSERT OR REPLACE INTO runs ({columns}) VALUES ({marks})", tuple(row.values()))
 
-    def update_run(self, run_id: str, **fields: Any) -> None:
+    def restore_run(self, row: dict[str, Any]) -> bool:
+        """Add ``row`` unless the run is already there (the runner may have added it meanwhile); whether it was."""
+        columns = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        with self._connect() as conn:
+            cursor = conn.execute(f"INSERT OR IGNORE INTO runs ({columns}) VALUES ({marks})", tuple(row.values()))
+            return cursor.rowcount > 0
+
+    def update_run(self, run_id: str, **fields: Any) -> int:
+        """Set ``fields`` on the run's row; how many rows changed (0: the store has no such run)."""
         if not fields:
-            return
+            return 0
         sets = ", ".join(f"{k} = ?" for k in fields)
         with self._connect() as conn:
-            conn.execute(f"UPDATE runs SET {sets} WHERE id = ?", (*fields.values(), run_id))
+            cursor = conn.execute(f"UPDATE runs SET {sets} WHERE id = ?", (*fields.values(), run_id))
+            return cursor.rowcount
 
     def add_step(self, run_id: str, step: dict[str, Any]) -> None:
         with self._connect() as conn:
@@ -118,8 +128,9 @@ class Store:
 
     # -- stop requests ------------------------------------------------------------------------
 
-    def request_stop(self, run_id: str, *, now: bool = False) -> None:
-        self.update_run(run_id, interrupt=1, interrupt_now=int(now))
+    def request_stop(self, run_id: str, *, now: bool = False) -> bool:
+        """Set the run's stop flags; False when the store has no row for it (nobody would see them)."""
+        return self.update_run(run_id, interrupt=1, interrupt_now=int(now)) > 0
 
     def stop_flags(self, run_id: str) -> tuple[bool, bool]:
         """(stop before the next step, also kill the step in flight)."""
@@ -136,8 +147,20 @@ class Store:
         run = self.get(run_id)
         return dict(run["notification_ids"]) if run else {}
 
-    def set_notification_ids(self, run_id: str, ids: dict[str, Any]) -> None:
-        self.update_run(run_id, notification_ids=json.dumps(ids))
+    def set_notification_id(self, run_id: str, key: str, value: Any) -> bool:
+        """Set one notifier's entry (``key``) of the run's notification ids, leaving the others as they are.
+
+        Read and written in one write transaction, so two notifiers (two Slack channels) saving at
+        once cannot overwrite each other's entry. False when the store has no row for the run.
+        """
+        with self._connect() as conn, _transaction(conn):
+            row = conn.execute("SELECT notification_ids FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                return False
+            ids = _ids(row[0])
+            ids[key] = value
+            conn.execute("UPDATE runs SET notification_ids = ? WHERE id = ?", (json.dumps(ids), run_id))
+        return True
 
     # -- lessons ------------------------------------------------------------------------------
 
@@ -166,10 +189,27 @@ class Store:
         return [dict(r) for r in rows]
 
 
+@contextlib.contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction (taken at once, so a read in it sees what the write will change)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _ids(text: str | None) -> dict[str, Any]:
+    try:
+        ids = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return ids if isinstance(ids, dict) else {}
+
+
 def _row(row: sqlite3.Row) -> dict[str, Any]:
     data = dict(row)
-    try:
-        data["notification_ids"] = json.loads(data.get("notification_ids") or "{}")
-    except ValueError:
-        data["notification_ids"] = {}
+    data["notification_ids"] = _ids(data.get("notification_ids"))
     return data

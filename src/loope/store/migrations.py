@@ -107,19 +107,23 @@ def migrate(conn: sqlite3.Connection, *, upto: int = LATEST) -> int:
     )
     version = current_version(conn)
     for migration in MIGRATIONS:
-        if version < migration.version <= upto:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+        if not version < migration.version <= upto:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have migrated while this one waited for the write lock.
+            version = current_version(conn)
+            if version < migration.version:
                 for statement in _statements(migration.sql):
                     conn.execute(statement)
                 conn.execute(
                     "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (migration.version, migration.name)
                 )
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            version = migration.version
+                version = migration.version
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
     return version
 
 

@@ -73,39 +73,44 @@ class StoreObserver:
 
 
 class StoreControl:
-    """Answers the engine's "stop?" before every step, and kills the step in flight on ``stop --now``."""
+    """Answers the engine's "stop?" before every step, and kills the step in flight on ``stop --now``.
+
+    It watches for ``stop --now`` from the run's ``run_started`` (the engine's run state exists by
+    then, and its cancel event is taken from the public ``run_state``) to its ``run_finished``.
+    """
 
     POLL_S = 0.5
 
     def __init__(self, store: Store, engine: Any) -> None:
         self.store = store
         self.engine = engine
+        self.run_id = ""
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="loope-stop-watch", daemon=True)
-        self._thread.start()
-
-    def _run_id(self) -> str:
-        return str(self.engine.bus.run_id)
+        self._thread: threading.Thread | None = None
 
     def stop_requested(self) -> bool:
-        run_id = self._run_id()
+        run_id = self.run_id or str(self.engine.bus.run_id)
         return bool(run_id) and self.store.stop_flags(run_id)[0]
 
-    def _watch(self) -> None:
+    def _watch(self, run_id: str, cancel: threading.Event) -> None:
         while not self._done.wait(self.POLL_S):
-            run = getattr(self.engine, "_run", None)
-            if run is None or not self._run_id():
-                continue
             try:
-                _, now = self.store.stop_flags(self._run_id())
+                _, now = self.store.stop_flags(run_id)
             except Exception:  # noqa: BLE001 - a busy database is asked again on the next poll
                 continue
             if now:
-                run.cancel.set()
+                cancel.set()
 
     def close(self) -> None:
         self._done.set()
 
     def on_event(self, event: Event) -> None:
-        if event.type == "run_finished":
+        if event.type == "run_started" and self._thread is None:
+            self.run_id = event.run_id
+            cancel: threading.Event = self.engine.run_state.cancel
+            self._thread = threading.Thread(
+                target=self._watch, args=(event.run_id, cancel), name="loope-stop-watch", daemon=True
+            )
+            self._thread.start()
+        elif event.type == "run_finished":
             self.close()
