@@ -36,6 +36,26 @@ def runner_alive(pid: Any) -> bool:
     return True
 
 
+def effective_status(record: dict[str, Any]) -> str:
+    """The run's status, ``dead`` for a run still marked running whose runner is gone (resumable)."""
+    status = str(record.get("status", "?"))
+    return "dead" if status == "running" and not runner_alive(record.get("pid")) else status
+
+
+def stop_run(workdir: Path, run_id: str, *, now: bool) -> tuple[bool, str]:
+    """Ask a run to stop; whether the request was made, and one line saying what happens next."""
+    from loope.records.rundir import RUNS, RunDir
+
+    record = RunDir(workdir / RUNS / run_id).read_json("run.json")
+    if not request_stop(workdir, run_id, now=now):
+        return False, f"run {run_id} already finished ({record.get('status')}); nothing to stop"
+    if not runner_alive(record.get("pid")):
+        return True, f"stop recorded for {run_id}, but its runner is not running; `loope resume` would stop it"
+    return True, f"stop requested for {run_id}: " + (
+        "the step in flight is being killed" if now else "it stops before its next step"
+    )
+
+
 def open_store(workdir: Path) -> Any:
     from loope.store.db import Store
 
@@ -56,9 +76,7 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     state = state_file.read(state_path) if state_path is not None else None
     spec = _optional_json(rundir / "spec.json")
     totals = _object(record.get("totals"))
-    status = record.get("status")
-    if status == "running" and not alive:
-        status = "dead"
+    status = effective_status(record)
     return {
         "loop": {
             "id": run_id,

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from loope.cli.options import output_options, project_dir, views, workdir_option
-from loope.control import is_running, open_store, request_stop, run_status, runner_alive
+from loope.control import is_running, open_store, run_status, stop_run
 
 
 def _print_status(info: dict[str, Any]) -> None:
@@ -64,17 +64,9 @@ def stop(run_ref: str, now: bool, workdir: Path | None) -> int:
     from loope.records.rundir import find_run
 
     root = project_dir(workdir)
-    rundir = find_run(root, run_ref)
-    record = rundir.read_json("run.json")
-    if not request_stop(root, rundir.run_id, now=now):
-        click.echo(f"run {rundir.run_id} already finished ({record.get('status')}); nothing to stop", err=True)
-        return EXIT_FAILED
-    if not runner_alive(record.get("pid")):
-        click.echo(f"stop recorded for {rundir.run_id}, but its runner is not running; `loope resume` would stop it")
-        return 0
-    how = "the step in flight is being killed" if now else "it stops before its next step"
-    click.echo(f"stop requested for {rundir.run_id}: {how}")
-    return 0
+    requested, detail = stop_run(root, find_run(root, run_ref).run_id, now=now)
+    click.echo(detail, err=not requested)
+    return 0 if requested else EXIT_FAILED
 
 
 @click.command()

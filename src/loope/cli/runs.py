@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from loope.cli.options import project_dir, workdir_option
-from loope.control import runner_alive
+from loope.control import effective_status
 
 
 def age(started: str | None) -> str:
@@ -29,11 +29,9 @@ def age(started: str | None) -> str:
 
 
 def shown_status(data: dict[str, Any]) -> str:
-    """The status, with ``running`` runs whose runner is gone shown as ``dead``."""
-    status = str(data.get("status", "?"))
-    if status == "running" and not runner_alive(data.get("pid")):
-        return "dead (resumable)"
-    return status
+    """The status, with ``running`` runs whose runner is gone shown as ``dead (resumable)``."""
+    status = effective_status(data)
+    return "dead (resumable)" if status == "dead" else status
 
 
 def load_runs(workdir: Path) -> list[dict[str, Any]]:

@@ -104,20 +104,13 @@ def status(workdir: Path, ref: str) -> dict[str, Any]:
 
 def stop(workdir: Path, ref: str, *, now: bool) -> dict[str, Any]:
     """Ask the loop to stop before its next step (``now``: kill the step in flight too)."""
-    from loope.control import request_stop, runner_alive
+    from loope.control import stop_run
     from loope.records.rundir import find_run
 
     rundir = find_run(workdir, ref)
-    requested = request_stop(workdir, rundir.run_id, now=now)
-    record = rundir.read_json("run.json")
-    result: dict[str, Any] = {"stop_requested": requested, "loop_id": rundir.run_id, "status": record.get("status")}
-    if not requested:
-        result["detail"] = f"the loop already finished ({record.get('status')}); nothing to stop"
-    elif not runner_alive(record.get("pid")):
-        result["detail"] = "stop recorded, but the loop's runner is not running; it stops if resumed"
-    else:
-        result["detail"] = "the step in flight is being killed" if now else "it stops before its next step"
-    return result
+    requested, detail = stop_run(workdir, rundir.run_id, now=now)
+    status = rundir.read_json("run.json").get("status")
+    return {"stop_requested": requested, "loop_id": rundir.run_id, "status": status, "detail": detail}
 
 
 def list_loops(workdir: Path, *, include_finished: bool) -> dict[str, Any]:
@@ -139,11 +132,9 @@ def list_loops(workdir: Path, *, include_finished: bool) -> dict[str, Any]:
 
 
 def _summary_line(record: dict[str, Any]) -> dict[str, Any]:
-    from loope.control import runner_alive
+    from loope.control import effective_status
 
-    status = record.get("status")
-    if status == "running" and not runner_alive(record.get("pid")):
-        status = "dead"
+    status = effective_status(record)
     totals = record.get("totals", {})
     return {
         "id": record.get("run_id"),
