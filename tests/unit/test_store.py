@@ -178,8 +178,6 @@ def test_store_operations_round_trip(tmp_path):
     assert [r["id"] for r in store.recent()] == ["0002-other", "0001-fix-add"]
     store.request_stop("0001-fix-add", now=True)
     assert store.stop_flags("0001-fix-add") == (True, True)
-    store.clear_stop("0001-fix-add")
-    assert store.stop_flags("0001-fix-add") == (False, False)
     assert store.stop_flags("9999-unknown") == (False, False)
     for n in (1, 2, 3):
         step = {"step": n, "iteration": n, "role": "implementer", "adapter": "exec", "ok": n != 2, "cost_usd": 0.5}

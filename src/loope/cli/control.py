@@ -38,11 +38,13 @@ def _print_status(info: dict[str, Any]) -> None:
 @workdir_option
 def status(run_ref: str | None, json_: bool, workdir: Path | None) -> int:
     """One run's status, iteration, cost, runner and state file; without RUN, every running run."""
-    from loope.records.rundir import find_run, list_runs
+    from loope.records.rundir import RUNS, find_run
 
     root = project_dir(workdir)
-    running = [r.run_id for r in list_runs(root) if is_running(r.root)]
-    ids = [find_run(root, run_ref).run_id] if run_ref else running
+    if run_ref:
+        ids = [find_run(root, run_ref).run_id]
+    else:  # the store is the index of what runs; run.json has the last word on each
+        ids = [row["id"] for row in open_store(root).running() if is_running(root / RUNS / row["id"])]
     infos = [run_status(root, run_id) for run_id in ids]
     if json_:
         click.echo(json.dumps(infos[0] if run_ref else infos, indent=2, default=str))

@@ -138,9 +138,6 @@ class Store:
             row = conn.execute("SELECT interrupt, interrupt_now FROM runs WHERE id = ?", (run_id,)).fetchone()
         return (bool(row[0]), bool(row[1])) if row else (False, False)
 
-    def clear_stop(self, run_id: str) -> None:
-        self.update_run(run_id, interrupt=0, interrupt_now=0)
-
     # -- notifications ------------------------------------------------------------------------
 
     def notification_ids(self, run_id: str) -> dict[str, Any]:
