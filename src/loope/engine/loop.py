@@ -169,7 +169,8 @@ class Engine:
 
     def _emit_started(self) -> None:
         spec, record = self.spec, self.run_state.record
-        warnings = self.guard.patterns_matching_nothing(self._tracked_files()) if self.guard else []
+        user_globs = spec.editable or spec.protect
+        warnings = self.guard.patterns_matching_nothing(self._tracked_files()) if self.guard and user_globs else []
         self.bus.emit(
             "run_started",
             goal=spec.goal,

@@ -110,7 +110,9 @@ class Git:
 
     def status_paths(self, paths: Sequence[str]) -> list[str]:
         """Which of ``paths`` differ from the index (modified, deleted, or new and not ignored)."""
-        raw = self.run("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--", *paths).text
+        # --no-optional-locks: no index refresh written back; the `add` that follows writes the index once.
+        args = ("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--", *paths)
+        raw = self.run("--no-optional-locks", *args).text
         changed = []
         for record in raw.split("\0"):
             if len(record) > 3:
