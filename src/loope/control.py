@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,30 +14,9 @@ if TYPE_CHECKING:
     from loope.records.rundir import RunDir
     from loope.store.db import Store
 
+from loope.runners import effective_status, runner_alive
+
 STATE_LINES = 40
-
-
-def runner_alive(pid: Any) -> bool:
-    """Whether ``pid`` (a run's runner) is a live process."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    # A runner this process started (the MCP server's) that died is a zombie until reaped, and a
-    # zombie still answers kill(pid, 0); reap it first. Not our child: ChildProcessError.
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def effective_status(record: dict[str, Any]) -> str:
-    """The run's status, ``dead`` for a run still marked running whose runner is gone (resumable)."""
-    status = str(record.get("status", "?"))
-    return "dead" if status == "running" and not runner_alive(record.get("pid")) else status
 
 
 def stop_run(workdir: Path, run_id: str, *, now: bool) -> tuple[bool, str]:

@@ -448,7 +448,7 @@ def test_resume_of_a_finished_run_is_refused(project, agent_script, cli):
 
 
 def test_a_dead_runner_started_by_this_process_is_not_alive():
-    from loope.control import runner_alive
+    from loope.runners import runner_alive
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])  # as the MCP server starts runners, never waited for
     wait_for(lambda: not pid_alive(child.pid), "the child to exit (a zombie until someone reaps it)")

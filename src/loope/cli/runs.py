@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import click
 
-from loope.cli.options import project_dir, workdir_option
-from loope.control import effective_status
+from loope.runners import effective_status
+
+# `loope runs` is run often and must start fast: it reads run.json files with os and json only
+# (pathlib, pydantic and the record classes would double what it imports).
+_RUN_ID = re.compile(r"^(\d{4,})-")
 
 
 def age(started: str | None) -> str:
@@ -34,25 +38,36 @@ def shown_status(data: dict[str, Any]) -> str:
     return "dead (resumable)" if status == "dead" else status
 
 
-def load_runs(workdir: Path) -> list[dict[str, Any]]:
-    from loope.records.rundir import list_runs
-
+def load_runs(workdir: str) -> list[dict[str, Any]]:
+    """The run.json of every run of the project, oldest first (unreadable ones skipped)."""
+    root = os.path.join(workdir, ".loope", "runs")
+    try:
+        names = [n for n in os.listdir(root) if _RUN_ID.match(n)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
     found = []
-    for rundir in list_runs(workdir):
+    for name in sorted(names, key=lambda n: (int(n.split("-", 1)[0]), n)):
         try:
-            data = json.loads((rundir.root / "run.json").read_text(encoding="utf-8"))
+            with open(os.path.join(root, name, "run.json"), encoding="utf-8") as handle:
+                data = json.load(handle)
         except (OSError, ValueError):
             continue
-        found.append(data)
+        if isinstance(data, dict) and "run_id" in data:
+            found.append(data)
     return found
 
 
 @click.command()
-@workdir_option
+@click.option("--workdir", type=click.Path(), default=None, help="The project directory. [default: .]")
 @click.option("--json", "json_", is_flag=True, help="One JSON array of runs.")
-def runs(workdir: Path | None, json_: bool) -> int:
+def runs(workdir: str | None, json_: bool) -> int:
     """List runs: id, status, iterations, cost, age."""
-    found = load_runs(project_dir(workdir))
+    from loope.errors import LoopeError
+
+    root = os.path.abspath(os.path.expanduser(workdir or os.getcwd()))
+    if not os.path.isdir(root):
+        raise LoopeError(f"workdir {root} does not exist or is not a directory; pass an existing --workdir")
+    found = load_runs(root)
     rows = [
         {
             "run_id": r["run_id"],

@@ -132,7 +132,7 @@ def list_loops(workdir: Path, *, include_finished: bool) -> dict[str, Any]:
 
 
 def _summary_line(record: dict[str, Any]) -> dict[str, Any]:
-    from loope.control import effective_status
+    from loope.runners import effective_status
 
     status = effective_status(record)
     totals = record.get("totals", {})
