@@ -109,6 +109,23 @@ def agent_script(tmp_path: Path):
 
 GATE = f"{PYTHON} -m pytest -q -p no:cacheprovider"
 
+# DESIGN.md, Events: the closed set of event types (written out here, not imported, to test the contract).
+EVENT_TYPES = {
+    "run_started",
+    "iteration_started",
+    "step_started",
+    "agent_event",
+    "step_finished",
+    "guard",
+    "verify_finished",
+    "metric",
+    "review_finished",
+    "decision",
+    "critique",
+    "iteration_finished",
+    "run_finished",
+}
+
 
 @dataclass
 class CliResult:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
+
+from tests.helpers import eventually
 
 CHANNEL_ID = "C0LOOPS"
 HANG_S = 60.0
@@ -63,12 +64,7 @@ class FakeSlack:
 
     def wait_for(self, predicate: Any, timeout: float = 60.0) -> bool:
         """Wait until ``predicate(self)`` holds (a deadline, not a timing assertion)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate(self):
-                return True
-            time.sleep(0.05)
-        return bool(predicate(self))
+        return eventually(lambda: predicate(self), timeout)
 
     def close(self) -> None:
         self.release.set()

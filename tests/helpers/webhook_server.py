@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.helpers import eventually
 
 HANG_S = 60.0
 
@@ -42,12 +43,8 @@ class WebhookServer:
             return list(self.received)
 
     def wait_for(self, predicate: Any, timeout: float = 60.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate(self):
-                return True
-            time.sleep(0.05)
-        return bool(predicate(self))
+        """Wait until ``predicate(self)`` holds (a deadline, not a timing assertion)."""
+        return eventually(lambda: predicate(self), timeout)
 
     def close(self) -> None:
         self.release.set()

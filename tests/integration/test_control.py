@@ -8,24 +8,21 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import GATE, alive_in_group, gone, one_error_line, pid_alive
+from tests.helpers import eventually
 
 DEADLINE_S = 120.0
 
 
 def wait_for(condition: Callable[[], object], what: str, within_s: float = DEADLINE_S) -> None:
     """Wait until ``condition()`` is true; fail (saying what never happened) after a generous deadline."""
-    deadline = time.monotonic() + within_s
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"waited {within_s:.0f}s: {what}")
-        time.sleep(0.05)
+    if not eventually(condition, within_s):
+        pytest.fail(f"waited {within_s:.0f}s: {what}")
 
 
 def loope(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

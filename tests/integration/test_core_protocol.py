@@ -10,23 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import APPROVE, FIX, GATE, gone
-
-EVENT_TYPES = {
-    "run_started",
-    "iteration_started",
-    "step_started",
-    "agent_event",
-    "step_finished",
-    "guard",
-    "verify_finished",
-    "metric",
-    "review_finished",
-    "decision",
-    "critique",
-    "iteration_finished",
-    "run_finished",
-}
+from tests.conftest import APPROVE, EVENT_TYPES, FIX, GATE, gone
 
 
 def recorder(out_dir: Path, then: str) -> str:

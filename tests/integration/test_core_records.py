@@ -9,23 +9,7 @@ from pathlib import Path
 import pytest
 
 from loope.records.model import STOP_REASONS
-from tests.conftest import APPROVE, GATE
-
-EVENT_TYPES = {
-    "run_started",
-    "iteration_started",
-    "step_started",
-    "agent_event",
-    "step_finished",
-    "guard",
-    "verify_finished",
-    "metric",
-    "review_finished",
-    "decision",
-    "critique",
-    "iteration_finished",
-    "run_finished",
-}
+from tests.conftest import APPROVE, EVENT_TYPES, GATE
 
 # DESIGN.md, run.json (schema 1)
 RUN_FIELDS = {

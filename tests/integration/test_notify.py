@@ -19,7 +19,7 @@ from loope.notify.delivery import Drain, NotifyLog, Worker
 from loope.notify.slack_actions import Reply, handle_action, post_reply
 from loope.store.db import Store
 from tests.conftest import FIX, GATE, PYTHON, no_loope_runs, one_error_line
-from tests.helpers import fake_slack, webhook_server
+from tests.helpers import eventually, fake_slack, webhook_server
 
 GOAL = "make add() return the sum & keep <calc.py> tidy"
 GOAL_SHOWN = "make add() return the sum &amp; keep &lt;calc.py&gt; tidy"
@@ -192,7 +192,7 @@ def test_the_stop_button_stops_a_detached_run(project, agent_script, cli, slack,
     run_id = result.out.strip()
     try:
         assert slack.wait_for(lambda f: f.of("chat.postMessage"))
-        assert wait_until(started.exists)
+        assert eventually(started.exists)
         start = slack.of("chat.postMessage")[0]
         button = start.params["blocks"][-1]["elements"][0]
         payload = {
@@ -217,7 +217,7 @@ def test_the_stop_button_stops_a_detached_run(project, agent_script, cli, slack,
         assert (confirmation["thread_ts"], confirmation["text"]) == ("1700000000.000001", reply.text)
     finally:
         release.write_text("go")
-    assert wait_until(lambda: project.run_json()["status"] != "running")
+    assert eventually(lambda: project.run_json()["status"] != "running")
     assert project.run_json()["stop_reason"] == "stopped"
     assert slack.wait_for(lambda f: ("reactions.add", "octagonal_sign") in reactions(f))
     assert slack.wait_for(lambda f: ":octagonal_sign: Stopped" in f.of("chat.update")[-1].params["text"])
@@ -276,10 +276,10 @@ def test_a_resumed_run_edits_its_message_instead_of_posting_a_new_one(project, a
         cwd=project.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        assert wait_until(slept.exists)
+        assert eventually(slept.exists)
         run_id = project.runs()[-1].name
         store = Store.for_project(project.path)
-        assert wait_until(
+        assert eventually(
             lambda: store.notification_ids(run_id).get("slack:#loops", {}).get("reaction") == "arrows_counterclockwise"
         )
         runner.kill()
@@ -439,7 +439,7 @@ def test_a_full_queue_drops_the_oldest_agent_event_first(tmp_path):
     gate = threading.Event()
     worker = Worker(log, name="test", capacity=3)
     worker.submit("blocker", gate.wait)
-    assert wait_until(lambda: not worker._tasks)  # the blocker is in flight; the queue is empty
+    assert eventually(lambda: not worker._tasks)  # the blocker is in flight; the queue is empty
     worker.submit("run_started event", lambda: done.append("run_started"))
     worker.submit("agent_event 1", lambda: done.append("agent 1"), droppable=True)
     worker.submit("agent_event 2", lambda: done.append("agent 2"), droppable=True)
@@ -555,12 +555,3 @@ def test_a_bad_notify_spec_is_refused_before_a_detached_run_starts(project, agen
     assert result.exit_code == 2
     assert "set SLACK_BOT_TOKEN" in one_error_line(result.err)
     assert no_loope_runs(project.path)
-
-
-def wait_until(predicate, timeout: float = 60.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
