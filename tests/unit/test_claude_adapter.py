@@ -15,6 +15,7 @@ import pytest
 from loope.agents import registry
 from loope.agents.base import AgentEvent, AgentRequest, AgentResult
 from loope.agents.claude import ClaudeAgent
+from tests.unit.adapter_fakes import actions, fake_binary, messages, usages
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
 
@@ -36,17 +37,9 @@ def make_request(tmp_path: Path, role: str = "implementer", **overrides) -> Agen
     return AgentRequest(**fields)
 
 
-def fake_claude(tmp_path: Path, body: str) -> str:
-    """A stand-in ``claude``: a shell script running ``body``."""
-    path = tmp_path / "fake-claude"
-    path.write_text("#!/bin/sh\n" + body + "\n")
-    path.chmod(0o755)
-    return str(path)
-
-
 def run_fake(tmp_path: Path, body: str, **request) -> tuple[AgentResult, list[AgentEvent]]:
     events: list[AgentEvent] = []
-    agent = ClaudeAgent(options={"bin": fake_claude(tmp_path, body)})
+    agent = ClaudeAgent(options={"bin": fake_binary(tmp_path, body, "fake-claude")})
     result = agent.run(make_request(tmp_path, on_event=events.append, **request))
     return result, events
 
@@ -54,18 +47,6 @@ def run_fake(tmp_path: Path, body: str, **request) -> tuple[AgentResult, list[Ag
 def replay(tmp_path: Path, name: str, exit_code: int = 0, **request) -> tuple[AgentResult, list[AgentEvent]]:
     """Run the adapter on a recorded transcript, exiting as the recorded run did."""
     return run_fake(tmp_path, f"cat {shlex.quote(str(FIXTURES / name))}\nexit {exit_code}", **request)
-
-
-def actions(events: list[AgentEvent]) -> list[tuple[str | None, str | None]]:
-    return [(e.action, e.target) for e in events if e.kind == "action"]
-
-
-def messages(events: list[AgentEvent]) -> list[str]:
-    return [e.text or "" for e in events if e.kind == "message"]
-
-
-def usages(events: list[AgentEvent]) -> list[AgentEvent]:
-    return [e for e in events if e.kind == "usage"]
 
 
 # -- a successful run -----------------------------------------------------------------------------
@@ -323,7 +304,7 @@ def test_preflight_names_the_install_command(tmp_path):
     missing = ClaudeAgent(options={"bin": "claude-not-installed-anywhere"}).preflight(tmp_path)
     assert missing is not None
     assert "npm install -g @anthropic-ai/claude-code" in missing
-    assert ClaudeAgent(options={"bin": fake_claude(tmp_path, "exit 0")}).preflight(tmp_path) is None
+    assert ClaudeAgent(options={"bin": fake_binary(tmp_path, "exit 0", "fake-claude")}).preflight(tmp_path) is None
     assert "does not exist" in (ClaudeAgent(options={"bin": "./nope/claude"}).preflight(tmp_path) or "")
 
 

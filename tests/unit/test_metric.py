@@ -351,3 +351,124 @@ def test_the_last_attempt_stops_at_max_iters_keep_or_not() -> None:
     assert (kept.keep, kept.stop) == (True, "max_iters")
     reverted = decision(score=3.0, best=2.0, iteration=3, max_iters=3)
     assert (reverted.keep, reverted.stop) == (False, "max_iters")
+
+
+# -- more keep, revert and stop cases -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("score", "best", "direction", "expected"),
+    [
+        (9.0, None, "lower", True),
+        (9.0, 10.0, "lower", True),
+        (10.0, 10.0, "lower", False),
+        (11.0, 10.0, "lower", False),
+        (11.0, 10.0, "higher", True),
+        (10.0, 10.0, "higher", False),
+        (9.0, 10.0, "higher", False),
+        (-1.0, 0.0, "lower", True),
+    ],
+)
+def test_improves_by_direction(score: float, best: float | None, direction: str, expected: bool) -> None:
+    assert improves(score, best, direction) is expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("score", "best", "direction", "minimum", "expected"),
+    [
+        # absolute: the gain must reach the minimum
+        (9.6, 10.0, "lower", (0.5, False), False),
+        (9.5, 10.0, "lower", (0.5, False), True),
+        (9.4, 10.0, "lower", (0.5, False), True),
+        (10.4, 10.0, "higher", (0.5, False), False),
+        (10.5, 10.0, "higher", (0.5, False), True),
+        # relative: a share of the best
+        (9.9, 10.0, "lower", (0.02, True), False),
+        (9.8, 10.0, "lower", (0.02, True), True),
+        (102.0, 100.0, "higher", (0.02, True), True),
+        (101.0, 100.0, "higher", (0.02, True), False),
+        (-98.0, -100.0, "higher", (0.02, True), True),
+        # a zero minimum still needs a strict gain
+        (10.0, 10.0, "lower", (0.0, True), False),
+    ],
+)
+def test_min_improvement(
+    score: float, best: float, direction: str, minimum: tuple[float, bool], expected: bool
+) -> None:
+    """The minimum is "the smallest gain that counts" (--min-improvement's help): reaching it counts."""
+    assert improves(score, best, direction, minimum) is expected  # type: ignore[arg-type]
+
+
+def test_reached() -> None:
+    assert reached(0.5, 0.5, "lower")
+    assert reached(0.4, 0.5, "lower")
+    assert not reached(0.6, 0.5, "lower")
+    assert reached(0.9, 0.9, "higher")
+    assert not reached(0.8, 0.9, "higher")
+    assert not reached(None, 0.5, "lower")
+    assert not reached(0.1, None, "lower")
+
+
+def test_median_of_repeats() -> None:
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([1.0, 2.0, 3.0, 10.0]) == 2.5
+
+
+def test_the_first_passing_score_sets_the_baseline() -> None:
+    d = decision(score=42.0, best=None)
+    assert (d.keep, d.best, d.stop, d.idle) == (True, 42.0, None, 0)
+    assert "first passing score" in d.why
+
+
+def test_an_improvement_is_kept_and_resets_idle() -> None:
+    d = decision(score=9.0, best=10.0, idle=2, patience=5)
+    assert (d.keep, d.best, d.idle, d.stop) == (True, 9.0, 0, None)
+
+
+def test_anything_else_is_reverted_and_counts_as_idle() -> None:
+    worse = decision(score=11.0, best=10.0, idle=0)
+    assert (worse.keep, worse.best, worse.idle) == (False, 10.0, 1)
+    assert "does not improve" in worse.why
+    failed = decision(score=None, best=10.0, idle=1)
+    assert (failed.keep, failed.best, failed.idle) == (False, 10.0, 2)
+    assert "no score" in failed.why
+    not_enough = decision(score=9.9, best=10.0, min_improvement=(0.5, False))
+    assert (not_enough.keep, not_enough.best) == (False, 10.0)
+
+
+def test_no_score_and_no_best_keeps_nothing() -> None:
+    d = decision(score=None, best=None)
+    assert (d.keep, d.best, d.idle) == (False, None, 1)
+
+
+def test_reaching_the_target_converges() -> None:
+    d = decision(score=0.5, best=1.0, target=0.5)
+    assert (d.keep, d.stop) == (True, "converged")
+    assert "target" in d.why
+    higher = decision(score=0.95, best=0.9, direction="higher", target=0.95)
+    assert higher.stop == "converged"
+    short = decision(score=0.6, best=1.0, target=0.5)
+    assert (short.keep, short.stop) == (True, None)
+
+
+def test_the_target_wins_over_max_iters_on_the_last_attempt() -> None:
+    d = decision(score=0.5, best=1.0, target=0.5, iteration=5, max_iters=5)
+    assert d.stop == "converged"
+
+
+def test_patience_stalls_after_n_attempts_without_improvement() -> None:
+    idle = 0
+    stops = []
+    for n, score in enumerate([11.0, 12.0, 13.0], start=1):
+        d = decision(score=score, best=10.0, idle=idle, patience=3, iteration=n, max_iters=9)
+        idle = d.idle
+        stops.append(d.stop)
+    assert stops == [None, None, "stalled"]
+    assert idle == 3
+
+
+def test_without_patience_only_max_iters_stops() -> None:
+    d = decision(score=None, best=10.0, idle=50, patience=None, iteration=2, max_iters=5)
+    assert d.stop is None
+    last = decision(score=None, best=10.0, idle=50, patience=None, iteration=5, max_iters=5)
+    assert last.stop == "max_iters"

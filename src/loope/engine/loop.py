@@ -319,7 +319,7 @@ class Engine:
         passed = gate_report is None or gate_report.passed
         measured = self.metric.score(n) if spec.metric_mode and passed else None
         score = measured.score if measured else None
-        reviews = self._review(n, gate_report) if passed else []
+        reviews = self._review(n, context, gate_report) if passed else []
         blockers = [(s.record.adapter, s.verdict.findings) for s in reviews if s.verdict and s.verdict.blocks]
         success = self._success(n) if spec.success_cmd and not spec.dry_run else None
         violations = impl.record.violations + [v for s in reviews for v in s.record.violations]
@@ -404,7 +404,7 @@ class Engine:
             write_text(written, contract)
             run.workspace.commit(f"loope {run.record.run_id}: design contract")
 
-    def _review(self, n: int, gate: GateReport | None) -> list[AgentStep]:
+    def _review(self, n: int, context: PromptContext, gate: GateReport | None) -> list[AgentStep]:
         agents: list[tuple[Agent, Role]] = [(a, "reviewer") for a in self.agents.reviewers]
         if self.agents.verifier is not None:
             agents.append((self.agents.verifier, "verifier"))
@@ -418,7 +418,6 @@ class Engine:
             gate_summary = f"The verify command `{gate.command}` passed."
             if gate.output.strip():
                 gate_summary += f" The last lines of its output:\n{fenced(gate.output, 'text')}"
-        context = self._context(n)
         prompts = [context.reviewer(changes, gate_summary, verifier=role == "verifier") for _, role in agents]
         steps = self.steps.reviews(agents, n, prompts)
         for step in steps:
