@@ -33,10 +33,14 @@ def make_request(tmp_path: Path, role: str = "implementer", **overrides: Any) ->
     return AgentRequest(**fields)
 
 
+SANDBOX_WORKS = '[ "$1" = sandbox ] && exit 0\n'
+"""How a stand-in answers codex's ``codex sandbox -- true`` (asked before each step): its sandbox runs."""
+
+
 def fake_binary(tmp_path: Path, body: str, name: str = "fake-agent") -> str:
-    """A stand-in program: a shell script running ``body``."""
+    """A stand-in program: a shell script running ``body`` (whose own sandbox, if asked, works)."""
     path = tmp_path / name
-    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.write_text("#!/bin/sh\n" + SANDBOX_WORKS + body + "\n")
     path.chmod(0o755)
     return str(path)
 

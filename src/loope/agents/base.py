@@ -91,6 +91,8 @@ class AgentRequest:
     on_event: Callable[[AgentEvent], None] = _ignore
     on_spawn: Callable[[int], None] | None = None
     """Told the process group id of the agent's process as soon as it starts."""
+    sandboxed: bool = False
+    """The step runs inside loope's sandbox (a CLI's own sandbox is then redundant, and may not nest)."""
 
     @property
     def mode(self) -> Mode:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import tempfile
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.codex_sandbox import own_sandbox_in_use, sandbox_problem
 from loope.agents.jsonl import StreamAgent, StreamSession, api_error, as_dict, detail_from
 from loope.agents.process import Session
 from loope.proc import ProcResult
@@ -94,13 +96,26 @@ class CodexAgent(StreamAgent):
         argv = [self.binary(), "exec", "--json", "--skip-git-repo-check", "--ephemeral", "-C", str(request.workspace)]
         if not _has_option(extra, _SANDBOX_FLAGS):
             # A sandbox in the user's args wins (containers without user namespaces need danger-full-access).
-            argv += ["-s", "workspace-write" if request.mode == "write" else "read-only"]
+            argv += ["-s", _own_sandbox(request)]
         argv += ["-c", "analytics.enabled=false", "--disable", "unbounded_connection_retries"]
         if self.model:
             # The spec's model wins over one in loope.toml's args (codex refuses -m twice).
             argv += ["-m", self.model]
             extra = _without_option(extra, _MODEL_FLAGS)
         return [*argv, *extra, "-"]
+
+    def runtime_problem(self, request: AgentRequest, env: Mapping[str, str]) -> str | None:
+        argv = self.argv(request)
+        if not own_sandbox_in_use(argv):
+            return None
+        return sandbox_problem(argv[0], env, request.workspace)
+
+    def doctor_problem(self, workdir: Path) -> str | None:
+        """Whether codex's own sandbox runs a command, as a step outside loope's sandbox would find it."""
+        if not own_sandbox_in_use(self.extra_args()):
+            return None
+        with tempfile.TemporaryDirectory(prefix="loope-doctor-", ignore_cleanup_errors=True) as tmp:
+            return sandbox_problem(self.binary(), {**os.environ, "TMPDIR": tmp}, workdir)
 
     # -- reading its output -------------------------------------------------------------------
 
@@ -230,6 +245,18 @@ def _outcome(item: dict[str, Any], session: CodexSession) -> list[AgentEvent]:
 
 
 # -- small helpers -------------------------------------------------------------------------------
+
+
+def _own_sandbox(request: AgentRequest) -> str:
+    """The ``-s`` codex gets: none of its own inside loope's sandbox, else one for the step's mode.
+
+    Inside loope's sandbox the step is already confined (its namespaces, what it may write, a
+    read-only workspace for readers); codex's bubblewrap would only nest a second one that needs
+    user namespaces inside ours and, as 0.171 does under a system bubblewrap, can fail without a word.
+    """
+    if request.sandboxed:
+        return "danger-full-access"
+    return "workspace-write" if request.mode == "write" else "read-only"
 
 
 def _unwrap(command: str) -> str:

@@ -109,6 +109,9 @@ def _check(spec_text: str, options: Mapping[str, Any], workdir: Path) -> Check:
             f"{binary} does not run (`{binary} {' '.join(info.version_args)}` failed)",
             [f"reinstall it: {info.install}"],
         )
+    trouble = agent.doctor_problem(workdir) if isinstance(agent, ProcessAgent) else None
+    if trouble:
+        return Check(spec_text, False, f"{version}; {trouble}")
     home = Path.home()
     has_key = [v for v in info.auth_env if os.environ.get(v)]
     has_login = [f for f in info.login_files if _login_path(home, f).exists()]

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -158,20 +159,40 @@ class ProcessAgent:
             if line.strip():
                 report(self.parse_line(line, session))
 
-        proc = run_process(
-            argv,
-            cwd=request.workspace,
-            env=self.environment(request),
-            stdin=request.prompt if self.prompt_on_stdin else None,
-            timeout=request.timeout_s,
-            stdout_path=request.step_dir / self.transcript_name,
-            stderr_path=request.step_dir / "stderr.log",
-            on_stdout_line=on_line,
-            cancel=request.cancel,
-            on_spawn=request.on_spawn,
-        )
+        env = self.environment(request)
+        # A private temporary directory per step, removed when it ends: nothing one step leaves
+        # there is seen by the next, and a CLI whose home sits in the shared /tmp (codex refuses
+        # to make its sandbox helpers "under the temporary dir") is not under this one.
+        with tempfile.TemporaryDirectory(prefix="loope-step-", ignore_cleanup_errors=True) as tmp:
+            env["TMPDIR"] = tmp
+            problem = self.runtime_problem(request, env)
+            if problem:
+                return AgentResult(ok=False, message="", error=problem)
+            proc = run_process(
+                argv,
+                cwd=request.workspace,
+                env=env,
+                stdin=request.prompt if self.prompt_on_stdin else None,
+                timeout=request.timeout_s,
+                stdout_path=request.step_dir / self.transcript_name,
+                stderr_path=request.step_dir / "stderr.log",
+                on_stdout_line=on_line,
+                cancel=request.cancel,
+                on_spawn=request.on_spawn,
+            )
         report(self.finish(proc, session))
         return self._result(proc, session, request)
+
+    def runtime_problem(self, request: AgentRequest, env: Mapping[str, str]) -> str | None:
+        """Why this step cannot do its work in the environment it is about to get, or None.
+
+        Checked just before the process starts; a CLI whose own sandbox cannot run here says so.
+        """
+        return None
+
+    def doctor_problem(self, workdir: Path) -> str | None:
+        """What ``loope doctor`` finds wrong beyond the binary and credentials (a sandbox that cannot run), or None."""
+        return None
 
     def preflight(self, workdir: Path) -> str | None:
         """Why the program cannot run, checked before a run writes anything; None when it can."""
