@@ -116,6 +116,8 @@ EVENT_TYPES = {
     "step_started",
     "agent_event",
     "step_finished",
+    "step_retry",
+    "limit_wait",
     "guard",
     "verify_finished",
     "metric",

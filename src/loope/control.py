@@ -74,6 +74,8 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
             "last_error": row.get("last_error")
             or (record.get("stop_detail") if status in ("failed", "step_failed", "timed_out") else None),
             "stop_requested": bool(row.get("interrupt")),
+            "waiting": record.get("waiting") if alive else None,
+            "waiting_text": waiting_text(record.get("waiting")) if alive else None,
             "run_dir": str(rundir.root),
             "state_file": str(state_path) if state_path is not None else None,
         },
@@ -82,6 +84,18 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
         "state_notes": state.notes if state and state.status == "blocked" else None,
         "state_excerpt": "\n".join(state.text.splitlines()[:STATE_LINES]) if state else "",
     }
+
+
+def waiting_text(waiting: Any) -> str | None:
+    """ "waiting for the usage limit until 15:00" for a run waiting out a limit, else None."""
+    from loope.agents.setback import parse_reset
+
+    if not isinstance(waiting, dict) or (until := parse_reset(waiting.get("until"))) is None:
+        return None
+    from loope.text import local_clock
+
+    who = f" ({waiting['reason']})" if waiting.get("reason") else ""
+    return f"waiting for the usage limit until {local_clock(until)}{who}"
 
 
 def _state_path(row: dict[str, Any], record: dict[str, Any]) -> Path | None:

@@ -115,6 +115,12 @@ class LoopSpec(BaseModel):
     """Seconds one step may take before its process group is killed."""
     stall_after: int = Field(default=2, ge=1)
     """Stop as stalled after N iterations in a row without progress."""
+    retries: int = Field(default=3, ge=0, le=20)
+    """Times a step that failed transiently (HTTP 429/5xx/529, a dropped connection) is tried again."""
+    retry_delay: float = Field(default=15.0, gt=0, le=3600)
+    """Seconds before the first retry; each next one waits twice as long (with jitter), at most 10 minutes."""
+    no_wait: bool = False
+    """Stop as ``usage_limited`` when an agent hits its plan's usage limit, instead of waiting for the reset."""
 
     editable: list[str] = Field(default_factory=list)
     """Globs the agent may change (empty: everything not protected)."""
@@ -187,7 +193,7 @@ _ALIASES = {
     "gate": "verify_cmd",
     "reviewer": "reviewers",
 }
-_DURATIONS = ("max_time", "timeout", "success_timeout")
+_DURATIONS = ("max_time", "timeout", "success_timeout", "retry_delay")
 
 
 def load_config(workdir: Path) -> tuple[dict[str, Any], str | None]:

@@ -44,3 +44,14 @@ def amount(value: object) -> float | None:
         return None
     number = float(value)
     return number if math.isfinite(number) and number >= 0 else None
+
+
+def local_clock(unix: float) -> str:
+    """A moment as a local wall-clock time: ``15:00`` (seconds when not on the minute), dated when not today."""
+    from datetime import datetime
+
+    at = datetime.fromtimestamp(unix).astimezone()
+    shown = at.strftime("%H:%M" if at.second == 0 else "%H:%M:%S")
+    if at.date() != datetime.now().astimezone().date():
+        shown = at.strftime("%Y-%m-%d ") + shown
+    return shown

@@ -88,17 +88,22 @@ def use_claude(model_server: ModelServer, claude_bin: Path, monkeypatch: pytest.
     """Point loope's ``claude`` adapter at the real CLI and the CLI at the model server.
 
     ``use_claude(script)`` mounts the Anthropic API answering with ``script`` and returns it. The
-    CLI gets a fake key, a private config dir and no retries (a scripted failure fails at once).
+    CLI gets a fake key (``subscription=True``: a fake plan login), a private config dir and no
+    retries of its own (a scripted failure fails at once).
     """
 
-    def mount(script: Script, *, retries: int = 0) -> AnthropicMessages:
+    def mount(script: Script, *, retries: int = 0, subscription: bool = False) -> AnthropicMessages:
         for name in _CLAUDE_LEAKS:
             monkeypatch.delenv(name, raising=False)
         config = tmp_path / "claude-config"
         config.mkdir(exist_ok=True)
         monkeypatch.setenv("LOOPE_CLAUDE_BIN", str(claude_bin))
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model_server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        if subscription:  # logged in to a plan: Claude Code then reads the plan-limit headers
+            monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+            monkeypatch.setenv("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-test")
+        else:
+            monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
         monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
         monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", str(retries))
         api = AnthropicMessages(script)

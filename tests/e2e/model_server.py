@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -293,10 +294,44 @@ class Fail:
     status: int
     message: str = ""
     retry_after: float | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    """More response headers (a plan limit's ``anthropic-ratelimit-unified-*``)."""
+    error: tuple[tuple[str, Any], ...] = ()
+    """More members of the error object (codex's ``usage_limit_reached`` carries ``resets_at``)."""
 
     @property
     def error_type(self) -> str:
-        return _ERROR_TYPES.get(self.status, "api_error")
+        return dict(self.error).get("type") or _ERROR_TYPES.get(self.status, "api_error")
+
+
+def plan_limit(reset_at: float, window: str = "five_hour") -> Fail:
+    """Claude's subscription limit as the API reports it: a 429 whose unified headers say rejected until ``reset_at``.
+
+    Claude Code reads these headers only when it is logged in with a subscription (an OAuth
+    token), and then prints a ``rate_limit_event`` with ``resetsAt`` and "You've hit your limit".
+    """
+    reset = str(int(reset_at))
+    short = {"five_hour": "5h", "seven_day": "7d"}.get(window, window)
+    headers = (
+        ("anthropic-ratelimit-unified-status", "rejected"),
+        ("anthropic-ratelimit-unified-reset", reset),
+        ("anthropic-ratelimit-unified-representative-claim", window),
+        (f"anthropic-ratelimit-unified-{short}-status", "rejected"),
+        (f"anthropic-ratelimit-unified-{short}-reset", reset),
+    )
+    return Fail(429, "This request would exceed your account's rate limit. Please try again later.", headers=headers)
+
+
+def codex_usage_limit(reset_at: float) -> Fail:
+    """ChatGPT's plan limit as the Responses API reports it to codex: a 429 ``usage_limit_reached``."""
+    seconds = max(0, int(reset_at - time.time()))
+    extra = (
+        ("type", "usage_limit_reached"),
+        ("plan_type", "plus"),
+        ("resets_at", int(reset_at)),
+        ("resets_in_seconds", seconds),
+    )
+    return Fail(429, "The usage limit has been reached", error=extra)
 
 
 def text(value: str) -> dict[str, Any]:
@@ -428,6 +463,7 @@ class AnthropicMessages:
             headers = {"x-should-retry": "false"} if answer.status == 401 else {}
             if answer.retry_after is not None:
                 headers["retry-after"] = f"{answer.retry_after:g}"
+            headers.update(answer.headers)
             message = answer.message or f"scripted {answer.status}"
             exchange.send_json(
                 answer.status, {"type": "error", "error": {"type": answer.error_type, "message": message}}, headers
@@ -710,6 +746,7 @@ class OpenAIResponses:
                 "type": kind,
                 "param": None,
                 "code": code,
+                **dict(answer.error),
             }
             exchange.send_json(answer.status, {"error": error}, headers)
             return

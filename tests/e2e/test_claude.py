@@ -201,7 +201,7 @@ def test_claude_rate_limited_fails_the_step_with_the_rate_limit_message(
 ):
     use_claude(Scripted(Fail(429, "slow down")))  # and CLAUDE_CODE_MAX_RETRIES=0
 
-    result = run_loop(cli, project, "--implementer", "claude", "--no-review")
+    result = run_loop(cli, project, "--implementer", "claude", "--no-review", "--retries", "0")
 
     assert result.exit_code == 1
     run = project.run_json()

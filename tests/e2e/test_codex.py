@@ -178,7 +178,7 @@ def test_codex_failed_turn_exits_1_and_fails_the_step_with_codexs_reason(
 ):
     use_codex(ScriptedResponses(Fail(429, "Rate limit reached for requests", retry_after=0)))
 
-    result = run_loop(cli, project, "--implementer", "codex", "--no-review")
+    result = run_loop(cli, project, "--implementer", "codex", "--no-review", "--retries", "0")
 
     assert result.exit_code == 1
     run = project.run_json()

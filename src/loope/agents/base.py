@@ -10,7 +10,10 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+
+if TYPE_CHECKING:
+    from loope.agents.setback import Setback
 
 Role = Literal["designer", "implementer", "reviewer", "verifier", "critic"]
 Mode = Literal["write", "read"]
@@ -138,6 +141,10 @@ class AgentResult:
     model: str | None = None
     budget_exhausted: bool = False
     """The agent stopped at the spending cap loope passed it (the run's budget is spent)."""
+    setback: Setback | None = None
+    """The failure is transient or a usage limit: trying again later may succeed."""
+    attempts: int = 1
+    """How many times the step was tried (retries after transient failures and limits included)."""
 
 
 class Agent(Protocol):

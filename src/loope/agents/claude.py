@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, assistant_blocks
 from loope.agents.process import Session
+from loope.agents.setback import Setback, limit, parse_reset, transient
 from loope.proc import ProcResult
 from loope.text import amount as as_float
 from loope.text import count as as_int
@@ -95,7 +96,15 @@ class ClaudeAgent(StreamAgent):
             return _result(data, session)
         if kind == "system":
             return _system(data, session)
+        if kind == "rate_limit_event":
+            return _rate_limit(data, session)
         return ()
+
+    def setback(self, error: str, proc: ProcResult, session: Session) -> Setback | None:
+        """Claude Code's own verdict on its failure (result line, rate-limit event) before its text."""
+        if session.setback is not None or session.errors:
+            return session.setback
+        return super().setback(error, proc, session)
 
     def finish(self, proc: ProcResult, session: Session) -> Iterable[AgentEvent]:
         assert isinstance(session, StreamSession)
@@ -134,6 +143,7 @@ def _result(data: Mapping[str, Any], session: StreamSession) -> list[AgentEvent]
     error = _result_error(data)
     if error:
         session.errors.append(error)
+        session.setback = _setback(data, error, session.setback)
     session.budget_exhausted = data.get("subtype") == "error_max_budget_usd"
     tokens_in, tokens_out = _result_tokens(data)
     cost = data.get("total_cost_usd")
@@ -196,6 +206,39 @@ def _system(data: Mapping[str, Any], session: StreamSession) -> list[AgentEvent]
         status = data.get("error_status") or data.get("error") or "error"
         return [AgentEvent.say(f"API error {status}; retry {data.get('attempt')} of {data.get('max_retries')}")]
     return []
+
+
+def _rate_limit(data: Mapping[str, Any], session: StreamSession) -> list[AgentEvent]:
+    """A ``rate_limit_event``: when refused, its ``resetsAt`` (exact; the printed "resets 7:40am" is rounded)."""
+    info = data.get("rate_limit_info")
+    if not isinstance(info, dict) or info.get("status") != "rejected":
+        return []
+    reset = parse_reset(info.get("resetsAt"))
+    session.setback = limit(f"claude: {info.get('rateLimitType') or 'usage'} limit reached", reset)
+    return []
+
+
+# Claude Code's ``api_error`` values that say the provider could not be reached, not that the request was wrong.
+_UNREACHABLE = frozenset({"connection_failed", "connection_error", "timeout", "request_timeout", "stream_error"})
+
+
+def _setback(data: Mapping[str, Any], error: str, seen: Setback | None) -> Setback | None:
+    """A failed result as a setback: a usage limit (with its reset), or an error Claude Code gave up retrying.
+
+    Claude Code retries 429/5xx/529 and dropped connections itself (``CLAUDE_CODE_MAX_RETRIES``,
+    each shown as a ``system``/``api_retry`` line) and keeps its conversation while it does; a
+    result that still carries such an error means its retries ran out, and loope's own, slower
+    retries take over with a fresh session.
+    """
+    api_error, status = data.get("api_error"), data.get("api_error_status")
+    if api_error == "usage_limit_reached" or (seen is not None and seen.kind == "limit"):
+        params = data.get("api_error_params")
+        info = params.get("rate_limit_info") if isinstance(params, dict) else None
+        reset = parse_reset(info.get("resetsAt")) if isinstance(info, dict) else None
+        return limit(error, reset or (seen.reset_at if seen else None))
+    if status == 429 or (isinstance(status, int) and status >= 500) or api_error in _UNREACHABLE:
+        return transient(error)
+    return None
 
 
 # -- small helpers -----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, cast
 from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
 from loope.agents.jsonl import json_object
 from loope.agents.process import ProcessAgent, Session
+from loope.agents.setback import Setback, limit, parse_reset, transient
 from loope.proc import ProcResult
 from loope.text import amount, count
 
@@ -116,16 +117,37 @@ class ExecAgent(ProcessAgent):
         )
 
     def parse_line(self, line: str, session: Session) -> Iterable[AgentEvent]:
+        setback = _setback_from_json(line)
+        if setback is not None:
+            session.setback = setback
+            return (AgentEvent.say(f"{setback.kind}: {setback.reason}"),)
         event = _event_from_json(line)
         if event is None:
             session.texts.append(line)
             return ()
         return (event,)
 
+    def setback(self, error: str, proc: ProcResult, session: Session) -> Setback | None:
+        """Only what the protocol's ``retry`` and ``limit`` lines say: a user's program is never guessed at."""
+        return session.setback
+
     def judge(self, proc: ProcResult, session: Session) -> str | None:
         if proc.exit_code == 127 and "not found" in proc.stderr_tail:
             return f"exec: command not found: {self.command} ({proc.stderr_tail.strip().splitlines()[-1]})"
         return super().judge(proc, session)
+
+
+def _setback_from_json(line: str) -> Setback | None:
+    """A protocol line ``{"type": "retry", "reason": …}`` or ``{"type": "limit", "reset_at": …}``."""
+    data = json_object(line)
+    if data is None:
+        return None
+    reason = str(data.get("reason") or data.get("message") or "")
+    if data.get("type") == "retry":
+        return transient(reason or "the agent reported a transient failure")
+    if data.get("type") == "limit":
+        return limit(reason or "the agent reported a usage limit", parse_reset(data.get("reset_at")))
+    return None
 
 
 def _event_from_json(line: str) -> AgentEvent | None:

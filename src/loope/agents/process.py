@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
 from loope.agents.failure import explain
+from loope.agents.setback import Setback, from_text
 from loope.proc import ProcResult, run_process
 from loope.records.atomic import write_text
 from loope.text import last_line
@@ -43,6 +44,8 @@ class Session:
     model: str | None = None
     budget_exhausted: bool = False
     """The CLI stopped at the spending cap loope passed it."""
+    setback: Setback | None = None
+    """What the CLI itself said makes the failure transient, or a usage limit (it wins over its text)."""
 
     def add_usage(self, event: AgentEvent) -> None:
         self.input_tokens += event.input_tokens or 0
@@ -104,6 +107,12 @@ class ProcessAgent:
         detail = session.errors[-1] if session.errors else last_line(proc.stderr_tail or proc.stdout_tail)
         reason = f"{self.label} exited with {proc.describe()}"
         return f"{reason}: {detail}" if detail else reason
+
+    def setback(self, error: str, proc: ProcResult, session: Session) -> Setback | None:
+        """Whether a failure may pass when tried again: the CLI's own signal, else its error text."""
+        if session.setback is not None:
+            return session.setback
+        return from_text("\n".join([error, *session.errors[-3:], *proc.stderr_tail.strip().splitlines()[-5:]]))
 
     # -- shared machinery -----------------------------------------------------------------------
 
@@ -207,6 +216,7 @@ class ProcessAgent:
         return f"{self.name} is not installed ({program} not found on PATH); install it with: {self.info.install}"
 
     def _result(self, proc: ProcResult, session: Session, request: AgentRequest) -> AgentResult:
+        setback: Setback | None = None
         if proc.start_error:
             hint = f"; install it with: {self.info.install}" if proc.start_error.startswith("command not found") else ""
             error: str | None = f"{self.label}: {proc.start_error}{hint}"
@@ -219,6 +229,7 @@ class ProcessAgent:
         else:
             error = self.judge(proc, session)
             if error:
+                setback = None if session.budget_exhausted else self.setback(error, proc, session)
                 error = explain(error, proc.stderr_tail)
         cost, estimated = self.cost(session)
         # Not reported and not priceable: tokens were spent at an unknown price, or the CLI never says.
@@ -239,6 +250,7 @@ class ProcessAgent:
             last_action=session.last_action,
             model=session.model,
             budget_exhausted=session.budget_exhausted,
+            setback=setback,
         )
 
     def cost(self, session: Session) -> tuple[float, bool]:

@@ -19,6 +19,8 @@ def _print_status(info: dict[str, Any]) -> None:
     click.echo(f"  goal: {loop['goal'][:200]}")
     cost = f"${loop['cost_usd']:.4f}" + (f"/${loop['max_cost_usd']:.2f}" if loop.get("max_cost_usd") else "")
     click.echo(f"  iteration {loop['iteration']}/{loop['max_iterations']} · cost {cost} · {loop['tokens']} tokens")
+    if loop.get("waiting_text"):
+        click.echo(f"  {loop['waiting_text']}")
     if loop.get("stop_requested") and loop["status"] == "running":
         click.echo("  stop requested: it stops before its next step")
     if loop.get("last_error"):

@@ -47,6 +47,8 @@ from loope.cli.options import output_options, views
 @click.option("--max-time", metavar="DUR", help="Stop after this much wall time (90s, 30m, 2h).")
 @click.option("--timeout", metavar="SECS", help="Kill a step after this long. [default: 1800]")
 @click.option("--stall-after", type=int, metavar="N", help="Stop after N iterations without progress. [default: 2]")
+@click.option("--retries", type=int, metavar="N", help="Retries of a step that failed transiently. [default: 3]")
+@click.option("--no-wait", is_flag=True, default=None, help="Stop at a usage limit instead of waiting for its reset.")
 @click.option("--editable", multiple=True, metavar="GLOB", help="Only these paths may change (repeatable).")
 @click.option("--protect", multiple=True, metavar="GLOB", help="These paths may not change (repeatable).")
 @click.option("--success-cmd", metavar="CMD", help="Run after each iteration; exit 0 means done.")

@@ -18,6 +18,8 @@ EventType = Literal[
     "step_started",
     "agent_event",
     "step_finished",
+    "step_retry",
+    "limit_wait",
     "guard",
     "verify_finished",
     "metric",

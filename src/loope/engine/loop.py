@@ -15,6 +15,7 @@ from loope.engine.feedback import Findings, GateReport, compose, failure_signatu
 from loope.engine.metric import MetricSearch
 from loope.engine.prompts import PromptContext, changes_block, fenced, read_optional
 from loope.engine.resume import discard, rewind
+from loope.engine.retry import limit_detail
 from loope.engine.roster import Agents, Control, LoopState, Memory
 from loope.engine.state import Halt, RunnerLock, RunState
 from loope.engine.steps import AgentStep, StepRunner
@@ -163,7 +164,9 @@ class Engine:
         for name in ("ledger.jsonl", "score.log", "best", "design-contract.md"):
             path = rundir / name
             self.guard.seal(path, path.read_bytes() if path.exists() else None)
-        self.steps = StepRunner(self._run, self.guard)
+        self.steps = StepRunner(
+            self._run, self.guard, lambda: self.control is not None and self.control.stop_requested()
+        )
         contract = rundir / "design-contract.md"
         self.contract = contract.read_text(encoding="utf-8") if contract.exists() else None
 
@@ -208,6 +211,8 @@ class Engine:
         try:
             if self.memory is not None and not self.memories:
                 self.memories = self._recall()
+            if run.record.waiting and not self.steps.attempts.limit_wait(run.record.waiting):
+                raise Halt("stopped", "stop requested while waiting for the usage limit")
             if first == 1 and spec.design and self.contract is None:
                 self._design()
             if (
@@ -259,7 +264,11 @@ class Engine:
             if result.timed_out:
                 raise Halt("timed_out", f"{who} {result.error}")
             if result.cancelled:
-                raise Halt("stopped", "stop requested; the step in flight was killed")
+                raise Halt(
+                    "stopped", (result.setback and result.error) or "stop requested; the step in flight was killed"
+                )
+            if result.setback and result.setback.kind == "limit":
+                raise Halt("usage_limited", limit_detail(who, result))
             raise Halt("step_failed", f"{who}: {result.error}")
         if spent:
             raise Halt("budget_exceeded", spent)

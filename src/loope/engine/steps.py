@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from loope.agents.base import Agent, AgentEvent, AgentRequest, AgentResult, Role, mode_for
 from loope.agents.verdict import Verdict, parse_verdict
+from loope.engine.retry import Attempts
 from loope.engine.state import RunState
 from loope.records.atomic import append_line, write_text
 from loope.records.model import StepRecord
@@ -39,9 +40,10 @@ def files_of(changes: list[FileChange]) -> list[dict[str, object]]:
 class StepRunner:
     """Runs agent and command steps for the engine and records each one as it ends."""
 
-    def __init__(self, run: RunState, guard: Guard) -> None:
+    def __init__(self, run: RunState, guard: Guard, should_stop: Callable[[], bool] = lambda: False) -> None:
         self.run = run
         self.guard = guard
+        self.attempts = Attempts(run, should_stop)
 
     # -- agents -------------------------------------------------------------------------------
 
@@ -119,7 +121,7 @@ class StepRunner:
             on_spawn=pid_recorder(step_dir),
         )
         started = time.monotonic()
-        result = agent.run(request)
+        result = self.attempts.run_agent(agent, request, step=number, adapter=agent.label)
         write_text(step_dir / "result.md", result.message if result.ok else f"{result.error}\n\n{result.message}")
         record = StepRecord(
             id=number,
@@ -136,6 +138,7 @@ class StepRunner:
             input_tokens=result.input_tokens,
             output_tokens=result.output_tokens,
             model=result.model or agent.model,
+            attempts=result.attempts,
         )
         return AgentStep(record, result, step_dir)
 

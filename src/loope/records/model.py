@@ -14,6 +14,7 @@ STOP_REASONS = (
     "converged",
     "max_iters",
     "budget_exceeded",
+    "usage_limited",
     "stalled",
     "step_failed",
     "timed_out",
@@ -51,6 +52,8 @@ class StepRecord:
     violations: list[str] = field(default_factory=list)
     commit: str | None = None
     model: str | None = None
+    attempts: int = 1
+    """Times the step was tried; earlier attempts are kept under ``attempts/`` in its directory."""
 
 
 @dataclass
@@ -122,6 +125,8 @@ class RunRecord:
     """The state file's frontmatter as last read."""
     loop: dict[str, Any] = field(default_factory=dict)
     """What the next iteration needs from the last (feedback, counters); lets a run resume."""
+    waiting: dict[str, Any] | None = None
+    """While the run waits out a usage limit: ``kind, until, reset_at`` (ISO 8601), ``step, adapter, reason``."""
     started_monotonic: float = field(default_factory=time.monotonic, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
