@@ -156,6 +156,8 @@ def _no_user_agents(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never reach a real agent login or the user's loope settings by accident."""
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.delenv("LOOPE_DEBUG", raising=False)
+    # An observer that raises fails the test (in production it is logged and the run goes on).
+    monkeypatch.setenv("LOOPE_STRICT_OBSERVERS", "1")
 
 
 # -- helpers for the core loop tests ----------------------------------------------------------

@@ -454,7 +454,8 @@ def test_a_full_queue_drops_the_oldest_agent_event_first(tmp_path):
 
 
 def test_the_end_of_a_run_waits_for_deliveries_only_so_long(tmp_path):
-    from loope.engine.events import Event
+    from loope.events import Event, RunFinished
+    from loope.records.model import Totals, WorkspaceInfo
 
     log = NotifyLog("slow")
     log.open(tmp_path)
@@ -470,7 +471,20 @@ def test_the_end_of_a_run_waits_for_deliveries_only_so_long(tmp_path):
         def on_event(self, event: Event) -> None:
             return
 
-    Drain([Slow()], limit_s=0.2).on_event(Event("run_finished", "0001-x"))
+    finished = RunFinished(
+        run_id="0001-x",
+        status="converged",
+        stop_reason="converged",
+        stop_detail=None,
+        converged=True,
+        iterations=1,
+        totals=Totals(),
+        best=None,
+        baseline=None,
+        changes=[],
+        workspace=WorkspaceInfo("worktree", str(tmp_path), None, "base", "head"),
+    )
+    Drain([Slow()], limit_s=0.2).on_event(finished)
     gate.set()
     lines = (tmp_path / "notify.log").read_text().splitlines()
     assert len(lines) == 1

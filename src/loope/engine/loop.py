@@ -6,27 +6,41 @@ import json
 import os
 import traceback
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from loope.agents.base import Agent, Role
 from loope.engine import decide as decisions
-from loope.engine.events import EventBus, EventsFile, Observer
+from loope.engine.bus import EventBus
 from loope.engine.feedback import Findings, GateReport, compose, failure_signature, feedback_key
 from loope.engine.metric import MetricSearch
 from loope.engine.prompts import PromptContext, changes_block, fenced, read_optional
+from loope.engine.recorders import EventsFile, ReportWriter
 from loope.engine.resume import discard, rewind
 from loope.engine.retry import limit_detail
 from loope.engine.roster import Agents, Control, LoopState, Memory
 from loope.engine.state import Halt, RunnerLock, RunState
 from loope.engine.steps import AgentStep, StepRunner
 from loope.errors import LoopeError
+from loope.events import (
+    Budgets,
+    Critique,
+    Decision,
+    IterationFinished,
+    IterationStarted,
+    Observer,
+    ReviewerVerdict,
+    ReviewFinished,
+    RunFinished,
+    RunStarted,
+)
 from loope.records import ledger
 from loope.records import state as state_file
 from loope.records.atomic import append_line, write_text
 from loope.records.model import RunRecord, WorkspaceInfo, json_safe, now_iso
-from loope.records.report import ReportWriter
 from loope.records.rundir import RunDir
 from loope.spec import LoopSpec
+from loope.workspace.git import FileChange
 from loope.workspace.guard import Guard
 from loope.workspace.workspace import LOOPE_DIR, Workspace
 
@@ -175,29 +189,30 @@ class Engine:
         user_globs = spec.editable or spec.protect
         warnings = self.guard.patterns_matching_nothing(self._tracked_files()) if self.guard and user_globs else []
         self.bus.emit(
-            "run_started",
-            goal=spec.goal,
-            workdir=str(spec.workdir),
-            run_dir=str(self.run_state.rundir.root),
-            state_file=str(self.run_state.state_file),
-            success_cmd=spec.success_cmd,
-            pid=record.pid,
-            started_at=record.started_at,
-            workspace=record.to_dict()["workspace"],
-            implementer=spec.implementer,
-            reviewers=list(spec.reviewers),
-            verify_cmd=spec.verify_cmd,
-            metric_cmd=spec.metric_cmd,
-            max_iters=spec.max_iters,
-            budgets={"cost_usd": spec.max_cost, "tokens": spec.max_tokens, "time_s": spec.max_time},
-            dry_run=spec.dry_run,
-            warnings=[f"--editable/--protect {p!r} matches no file" for p in warnings]
-            + (
-                [f"--max-cost cannot see what {', '.join(blind)} spend (their CLIs report no cost)"]
-                if spec.max_cost is not None and (blind := self.agents.cost_blind())
-                else []
-            ),
-            resumed_at=record.completed + 1 if record.completed else None,
+            RunStarted(
+                goal=spec.goal,
+                workdir=str(spec.workdir),
+                run_dir=str(self.run_state.rundir.root),
+                state_file=str(self.run_state.state_file),
+                success_cmd=spec.success_cmd,
+                pid=record.pid,
+                started_at=record.started_at,
+                workspace=replace(record.workspace),
+                implementer=spec.implementer,
+                reviewers=list(spec.reviewers),
+                verify_cmd=spec.verify_cmd,
+                metric_cmd=spec.metric_cmd,
+                max_iters=spec.max_iters,
+                budgets=Budgets(spec.max_cost, spec.max_tokens, spec.max_time),
+                dry_run=spec.dry_run,
+                warnings=[f"--editable/--protect {p!r} matches no file" for p in warnings]
+                + (
+                    [f"--max-cost cannot see what {', '.join(blind)} spend (their CLIs report no cost)"]
+                    if spec.max_cost is not None and (blind := self.agents.cost_blind())
+                    else []
+                ),
+                resumed_at=record.completed + 1 if record.completed else None,
+            )
         )
 
     def _tracked_files(self) -> list[str]:
@@ -318,7 +333,7 @@ class Engine:
         self.precheck()
         run.record.iterations = n
         run.save()
-        self.bus.emit("iteration_started", iteration=n, max_iters=spec.max_iters)
+        self.bus.emit(IterationStarted(iteration=n, max_iters=spec.max_iters))
         context = self._context(n)
         self.loop.critique = ""  # a critique goes into the next iteration's prompt only
         impl = self._checked(self.steps.agent(self.agents.implementer, "implementer", n, context.implementer()))
@@ -363,14 +378,14 @@ class Engine:
         self._record_attempt(
             n, impl=impl, gate=gate_report, score=score, verdict=verdict, violations=violations, reviews=reviews
         )
-        self.bus.emit("decision", iteration=n, stop=stop, verdict=verdict, why=why, blockers=len(blockers))
+        self.bus.emit(Decision(iteration=n, stop=stop, verdict=verdict, why=why, blockers=len(blockers)))
         if stop is None and spec.critic and spec.checkpoint_every and n % spec.checkpoint_every == 0:
             self._critique(n)
         run.record.completed = n
         run.record.completed_head = run.workspace.head
         run.record.loop = json_safe(self.loop.__dict__)
         run.save()
-        self.bus.emit("iteration_finished", iteration=n, stop=stop, totals=run.record.to_dict()["totals"])
+        self.bus.emit(IterationFinished(iteration=n, stop=stop, totals=replace(run.record.totals)))
         if stop is not None:
             raise Halt(stop, why)
 
@@ -431,19 +446,10 @@ class Engine:
         steps = self.steps.reviews(agents, n, prompts)
         for step in steps:
             self._checked(step)
-        self.bus.emit(
-            "review_finished",
-            iteration=n,
-            verdicts=[
-                {
-                    "step": s.record.id,
-                    "adapter": s.record.adapter,
-                    "verdict": s.record.verdict,
-                    "inferred": s.record.verdict_inferred,
-                }
-                for s in steps
-            ],
-        )
+        verdicts = [
+            ReviewerVerdict(s.record.id, s.record.adapter, s.record.verdict, s.record.verdict_inferred) for s in steps
+        ]
+        self.bus.emit(ReviewFinished(iteration=n, verdicts=verdicts))
         return steps
 
     def _success(self, n: int) -> GateReport:
@@ -464,7 +470,7 @@ class Engine:
         prompt = self._context(n).critic("\n".join(self.loop.summaries[-10:]), state_text, self.loop.last_response)
         step = self._checked(self.steps.agent(self.agents.critic, "critic", n, prompt))
         self.loop.critique = step.result.message.strip()
-        self.bus.emit("critique", iteration=n, step=step.record.id, text=self.loop.critique[:2000])
+        self.bus.emit(Critique(iteration=n, step=step.record.id, text=self.loop.critique[:2000]))
 
     def _record_attempt(
         self,
@@ -531,6 +537,7 @@ class Engine:
         record.status = reason
         record.converged = reason == "converged"
         record.finished_at = now_iso()
+        changes: list[FileChange] = []
         try:
             changes = run.workspace.changes()
             record.changes = {"files": [c.to_dict() for c in changes]}
@@ -545,17 +552,18 @@ class Engine:
             except Exception as exc:  # noqa: BLE001 - a lesson that cannot be stored never changes the run
                 append_line(run.rundir / "observer-errors.log", f"{now_iso()} remember failed: {exc!r}")
         self.bus.emit(
-            "run_finished",
-            status=record.status,
-            stop_reason=reason,
-            stop_detail=record.stop_detail,
-            converged=record.converged,
-            iterations=record.iterations,
-            totals=record.to_dict()["totals"],
-            best=record.best,
-            baseline=record.baseline,
-            changes=record.changes["files"],
-            workspace=record.to_dict()["workspace"],
+            RunFinished(
+                status=record.status,
+                stop_reason=reason,
+                stop_detail=record.stop_detail,
+                converged=record.converged,
+                iterations=record.iterations,
+                totals=replace(record.totals),
+                best=dict(record.best) if record.best else None,
+                baseline=record.baseline,
+                changes=changes,
+                workspace=replace(record.workspace),
+            )
         )
 
     def exit_code(self) -> int:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from loope.engine import decide as decisions
 from loope.engine.feedback import Findings
 from loope.engine.state import Halt
+from loope.events import AttemptScored, BaselineMeasured
 from loope.records.model import now_iso
 from loope.spec import parse_min_improvement
 from loope.verify.metric import Measurement
@@ -30,14 +31,16 @@ class MetricSearch:
             _, gate = self.engine.steps.gate(0, spec.verify_cmd)
             if not gate.passed:
                 self.engine.bus.emit(
-                    "metric", iteration=0, score=None, baseline=None, error="the original tree fails the gate"
+                    BaselineMeasured(iteration=0, score=None, baseline=None, error="the original tree fails the gate")
                 )
                 return
         result = self.engine.steps.metric(0, spec.metric_cmd)
         if result.score is not None:
             run.record.baseline = result.score
             self.set_best(result.score, 0)
-        self.engine.bus.emit("metric", iteration=0, score=result.score, baseline=result.score, error=result.error)
+        self.engine.bus.emit(
+            BaselineMeasured(iteration=0, score=result.score, baseline=result.score, error=result.error)
+        )
         assert spec.direction is not None
         if decisions.reached(result.score, spec.target, spec.direction):
             raise Halt("converged", f"the original tree already reaches the target {spec.target:g}")
@@ -48,12 +51,13 @@ class MetricSearch:
         self.engine.precheck()
         result = self.engine.steps.metric(n, spec.metric_cmd)
         self.engine.bus.emit(
-            "metric",
-            iteration=n,
-            score=result.score,
-            runs=result.runs,
-            error=result.error,
-            best=(run.record.best or {}).get("score"),
+            AttemptScored(
+                iteration=n,
+                score=result.score,
+                runs=result.runs,
+                error=result.error,
+                best=(run.record.best or {}).get("score"),
+            )
         )
         return result
 

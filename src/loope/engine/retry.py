@@ -20,6 +20,7 @@ from typing import Any
 from loope.agents.base import Agent, AgentRequest, AgentResult
 from loope.agents.setback import Setback, iso, parse_reset
 from loope.engine.state import RunState
+from loope.events import LimitWait, StepRetry
 from loope.records.atomic import append_line, write_text
 from loope.text import local_clock
 
@@ -136,7 +137,17 @@ class Attempts:
                 {"kind": "usage_limit", "until": iso(until), "reset_at": iso(setback.reset_at), **fields}
             )
         delay = round(until - time.time(), 3)
-        self.run.bus.emit("step_retry", **fields, attempt=attempt, until=iso(until), delay_s=delay)
+        self.run.bus.emit(
+            StepRetry(
+                step=step,
+                iteration=iteration,
+                adapter=adapter,
+                reason=setback.reason,
+                attempt=attempt,
+                until=iso(until),
+                delay_s=delay,
+            )
+        )
         return wait_until(until, self.run.cancel.is_set, self.should_stop, self.run.cancel.wait)
 
     def limit_wait(self, waiting: dict[str, Any]) -> bool:
@@ -148,7 +159,17 @@ class Attempts:
         until = parse_reset(waiting.get("until")) or 0.0
         run.record.waiting = waiting
         run.save()
-        run.bus.emit("limit_wait", **waiting)
+        run.bus.emit(
+            LimitWait(
+                kind=str(waiting.get("kind") or "usage_limit"),
+                until=str(waiting.get("until") or ""),
+                reset_at=waiting.get("reset_at"),
+                step=int(waiting.get("step") or 0),
+                iteration=int(waiting.get("iteration") or 0),
+                adapter=str(waiting.get("adapter") or ""),
+                reason=waiting.get("reason"),
+            )
+        )
         try:
             return wait_until(until, run.cancel.is_set, self.should_stop, run.cancel.wait)
         finally:

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loope.engine.events import EventBus
+from loope.engine.bus import EventBus
 from loope.records.atomic import write_json
 from loope.records.model import RunRecord, StepRecord
 from loope.records.rundir import RunDir

@@ -8,12 +8,22 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 from loope.agents.base import Agent, AgentEvent, AgentRequest, AgentResult, Role, mode_for
 from loope.agents.verdict import Verdict, parse_verdict
 from loope.engine.retry import Attempts
 from loope.engine.state import RunState
+from loope.events import (
+    AgentActivity,
+    AgentStepFinished,
+    Failure,
+    GuardViolations,
+    MetricStepFinished,
+    StepStarted,
+    SuccessFinished,
+    VerifyFinished,
+)
 from loope.records.atomic import append_line, write_text
 from loope.records.model import StepRecord
 from loope.verify.gate import GateResult, pid_recorder, read_output, run_gate, run_shell
@@ -97,12 +107,11 @@ class StepRunner:
         write_text(step_dir / "prompt.md", prompt)
         events = step_dir / "events.jsonl"
         rel = str(step_dir.relative_to(run.rundir.root))
-        run.bus.emit("step_started", step=number, iteration=iteration, role=role, adapter=agent.label, dir=rel)
+        run.bus.emit(StepStarted(step=number, iteration=iteration, role=role, adapter=agent.label, dir=rel))
 
         def on_event(event: AgentEvent) -> None:
-            data = event.to_dict()
-            append_line(events, json.dumps(data, ensure_ascii=False))
-            run.bus.emit("agent_event", step=number, role=role, event=data)
+            append_line(events, json.dumps(event.to_dict(), ensure_ascii=False))
+            run.bus.emit(AgentActivity(step=number, role=role, event=event))
 
         request = AgentRequest(
             role=role,
@@ -145,11 +154,16 @@ class StepRunner:
     def _finish(self, step: AgentStep, violations: list[str]) -> None:
         record = step.record
         if violations:
-            self.run.bus.emit("guard", step=record.id, iteration=record.iteration, violations=violations)
+            self.run.bus.emit(GuardViolations(step=record.id, iteration=record.iteration, violations=violations))
         record.changed_files = [c.path for c in step.changes]
         record.files = files_of(step.changes)
         record.violations = violations
-        self._record(record, verdict=record.verdict, verdict_inferred=record.verdict_inferred)
+        self.run.add_step(record)
+        self.run.bus.emit(
+            AgentStepFinished(
+                **_finished(record, step.changes), verdict=record.verdict, verdict_inferred=record.verdict_inferred
+            )
+        )
 
     # -- commands -----------------------------------------------------------------------------
 
@@ -158,33 +172,15 @@ class StepRunner:
     ) -> tuple[StepRecord, T]:
         """Run a check as a step of its own; any change it leaves in the tree is undone.
 
-        The returned record is not yet saved: the caller fills in the verdict and calls ``_record``.
+        The returned record is not yet saved: the caller fills in the verdict, saves it and emits its event.
         """
         number, step_dir = self.run.new_step("verifier", kind)
         rel = str(step_dir.relative_to(self.run.rundir.root))
-        self.run.bus.emit("step_started", step=number, iteration=iteration, role="verifier", adapter=kind, dir=rel)
+        self.run.bus.emit(StepStarted(step=number, iteration=iteration, role="verifier", adapter=kind, dir=rel))
         write_text(step_dir / "command.txt", command + "\n")
         outcome = execute(step_dir)
         self.guard.undo_all()  # a check must not leave changes that would count as the agent's
         return StepRecord(id=number, iteration=iteration, role="verifier", adapter=kind, dir=rel), outcome
-
-    def _record(self, record: StepRecord, **event: object) -> None:
-        """Save a step's record and tell the observers it finished."""
-        self.run.add_step(record)
-        self.run.bus.emit(
-            "step_finished",
-            step=record.id,
-            iteration=record.iteration,
-            role=record.role,
-            adapter=record.adapter,
-            ok=record.ok,
-            error=record.error,
-            duration_s=record.duration_s,
-            cost_usd=record.cost_usd,
-            files=record.files,
-            violations=record.violations,
-            **event,
-        )
 
     def gate(self, iteration: int, command: str) -> tuple[StepRecord, GateResult]:
         """Run the verify command as a step of its own."""
@@ -204,15 +200,16 @@ class StepRunner:
         record.gate_passed, record.duration_s = result.passed, round(result.proc.duration_s, 3)
         self.run.add_step(record)
         self.run.bus.emit(
-            "verify_finished",
-            step=record.id,
-            iteration=iteration,
-            command=command,
-            passed=result.passed,
-            exit_code=result.proc.exit_code,
-            timed_out=result.proc.timed_out,
-            failures=[{"test": t, "message": m} for t, m in result.failures],
-            duration_s=record.duration_s,
+            VerifyFinished(
+                step=record.id,
+                iteration=iteration,
+                command=command,
+                passed=result.passed,
+                exit_code=result.proc.exit_code,
+                timed_out=result.proc.timed_out,
+                failures=[Failure(t, m) for t, m in result.failures],
+                duration_s=record.duration_s,
+            )
         )
         return record, result
 
@@ -231,7 +228,8 @@ class StepRunner:
         record, result = self._command_step(iteration, kind, command, execute)
         record.ok, record.error = result.proc.start_error is None, result.proc.start_error
         record.gate_passed, record.duration_s = result.passed, round(result.proc.duration_s, 3)
-        self._record(record, passed=result.passed)
+        self.run.add_step(record)
+        self.run.bus.emit(SuccessFinished(**_finished(record), passed=result.passed))
         return record, result
 
     def metric(self, iteration: int, command: str) -> Measurement:
@@ -252,8 +250,38 @@ class StepRunner:
             ),
         )
         record.error, record.score, record.duration_s = result.error, result.score, round(result.duration_s, 3)
-        self._record(record, score=result.score, runs=result.runs)
+        self.run.add_step(record)
+        self.run.bus.emit(MetricStepFinished(**_finished(record), score=result.score, runs=result.runs))
         return result
+
+
+class _StepFields(TypedDict):
+    step: int
+    iteration: int
+    role: str
+    adapter: str
+    ok: bool
+    error: str | None
+    duration_s: float
+    cost_usd: float
+    files: list[FileChange]
+    violations: list[str]
+
+
+def _finished(record: StepRecord, changes: list[FileChange] | None = None) -> _StepFields:
+    """The fields every ``step_finished`` event shares, from the step's saved record."""
+    return {
+        "step": record.id,
+        "iteration": record.iteration,
+        "role": record.role,
+        "adapter": record.adapter,
+        "ok": record.ok,
+        "error": record.error,
+        "duration_s": record.duration_s,
+        "cost_usd": record.cost_usd,
+        "files": list(changes or []),
+        "violations": list(record.violations),
+    }
 
 
 def _adapter_name(agent: Agent) -> str:

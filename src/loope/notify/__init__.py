@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from loope.errors import LoopeError
 
 if TYPE_CHECKING:
-    from loope.engine.events import Observer
+    from loope.events import Observer
 
 KINDS = ("slack", "webhook", "cmd")
 USAGE = "use slack:CHANNEL, webhook:URL or cmd:COMMAND"

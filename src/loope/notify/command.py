@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from loope.engine.events import Event
+from loope.events import Event, RunFinished, RunStarted
 from loope.notify.delivery import NotifyLog
 
 TIMEOUT_S = 60.0
@@ -28,14 +28,14 @@ class CommandNotifier:
         self.workdir: Path | None = None
 
     def on_event(self, event: Event) -> None:
-        if event.type == "run_started":
-            self.run_dir = Path(event.data["run_dir"])
-            self.workdir = Path(event.data["workdir"])
+        if isinstance(event, RunStarted):
+            self.run_dir = Path(event.run_dir)
+            self.workdir = Path(event.workdir)
             self.log.open(self.run_dir)
-        elif event.type == "run_finished" and self.run_dir is not None:
+        elif isinstance(event, RunFinished) and self.run_dir is not None:
             self._run(event)
 
-    def _run(self, event: Event) -> None:
+    def _run(self, event: RunFinished) -> None:
         from loope.proc import run_process
 
         assert self.run_dir is not None
@@ -43,8 +43,8 @@ class CommandNotifier:
             **os.environ,
             "LOOPE_RUN_JSON": str(self.run_dir / "run.json"),
             "LOOPE_RUN_ID": event.run_id,
-            "LOOPE_STATUS": str(event.data.get("status") or ""),
-            "LOOPE_STOP_REASON": str(event.data.get("stop_reason") or ""),
+            "LOOPE_STATUS": event.status,
+            "LOOPE_STOP_REASON": event.stop_reason,
             "LOOPE_RUN_DIR": str(self.run_dir),
         }
         try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from loope.engine.events import Event
+from loope.events import Event, RunFinished
 from loope.records.atomic import append_line
 from loope.records.model import now_iso
 
@@ -152,7 +152,7 @@ class Drain:
         self.limit_s = limit_s
 
     def on_event(self, event: Event) -> None:
-        if event.type != "run_finished":
+        if not isinstance(event, RunFinished):
             return
         deadline = time.monotonic() + self.limit_s
         for notifier in self.notifiers:

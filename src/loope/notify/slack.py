@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loope.engine.events import Event
+from loope.events import Event, IterationFinished, RunFinished, RunStarted
 from loope.notify import slack_text as fmt
 from loope.notify.delivery import NotifyLog, Worker
 from loope.records import state as state_file
+from loope.records.model import Totals
 
 if TYPE_CHECKING:
     from slack_sdk.http_retry import HttpRequest, HttpResponse, RetryState
@@ -152,46 +153,43 @@ class SlackNotifier:
     # -- events (the engine's thread: read what is needed now, queue the calls) ---------------
 
     def on_event(self, event: Event) -> None:
-        if event.type == "run_started":
+        if isinstance(event, RunStarted):
             self._started(event)
-        elif event.type == "iteration_finished":
-            progress = self._progress(int(event.data.get("iteration") or 0), event.data.get("totals") or {})
+        elif isinstance(event, IterationFinished):
+            progress = self._progress(event.iteration, event.totals)
             self.worker.submit(
                 f"update for iteration {progress.iteration}", lambda: self._tick(fmt.progress_line(progress))
             )
-        elif event.type == "run_finished":
+        elif isinstance(event, RunFinished):
             self._finished(event)
 
-    def _started(self, event: Event) -> None:
-        d = event.data
-        self.log.open(d["run_dir"])
+    def _started(self, event: RunStarted) -> None:
+        self.log.open(event.run_dir)
         self.run_id = event.run_id
-        self.goal = str(d.get("goal") or "")
-        self.workdir = str(d.get("workdir") or "")
-        budgets = d.get("budgets") or {}
-        self.max_iters = int(d.get("max_iters") or 1)
-        self.max_cost = budgets.get("cost_usd")
-        self.budget = fmt.budget_line(self.max_iters, budgets)
-        self.state_path = Path(d["state_file"]) if d.get("state_file") else None
-        resumed_at = d.get("resumed_at")
+        self.goal = event.goal
+        self.workdir = event.workdir
+        self.max_iters = event.max_iters or 1
+        self.max_cost = event.budgets.cost_usd
+        self.budget = fmt.budget_line(self.max_iters, event.budgets)
+        self.state_path = Path(event.state_file) if event.state_file else None
+        resumed_at = event.resumed_at
         done = int(resumed_at) - 1 if resumed_at else 0
         line = fmt.progress_line(fmt.Progress(done, self.max_iters, 0.0, self.max_cost, "starting"))
         if resumed_at:
             line = f"{line} (resumed)"
         self.worker.submit("the start message", lambda: self._start(line, resumed_at))
 
-    def _progress(self, iteration: int, totals: dict[str, Any]) -> fmt.Progress:
+    def _progress(self, iteration: int, totals: Totals) -> fmt.Progress:
         status = state_file.read(self.state_path).status if self.state_path else "in-progress"
-        return fmt.Progress(iteration, self.max_iters, float(totals.get("cost_usd") or 0.0), self.max_cost, status)
+        return fmt.Progress(iteration, self.max_iters, totals.cost_usd, self.max_cost, status)
 
-    def _finished(self, event: Event) -> None:
-        d = event.data
-        reason = str(d.get("stop_reason") or d.get("status") or "")
-        iterations = int(d.get("iterations") or 0)
+    def _finished(self, event: RunFinished) -> None:
+        reason = event.stop_reason or event.status
+        iterations = event.iterations
         final = "\n".join(
             [
-                fmt.outcome_line(reason, d.get("stop_detail"), iterations),
-                fmt.progress_line(self._progress(iterations, d.get("totals") or {})),
+                fmt.outcome_line(reason, event.stop_detail, iterations),
+                fmt.progress_line(self._progress(iterations, event.totals)),
             ]
         )
         body = ""

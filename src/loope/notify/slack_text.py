@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from loope.events import Budgets
+
 BAR_CELLS = 10
 CHUNK_CHARS = 3000
 """Slack shows long messages collapsed, and a section block holds at most 3,000 characters."""
@@ -62,15 +64,15 @@ def progress_line(p: Progress) -> str:
     return f"{bar(p.iteration, p.max_iters)} {p.iteration}/{p.max_iters} · {cost} · {p.status}"
 
 
-def budget_line(max_iters: int, budgets: dict[str, Any]) -> str:
+def budget_line(max_iters: int, budgets: Budgets) -> str:
     """``budget: 10 iterations · $5.00 · 30m · 200000 tokens`` (only the limits that are set)."""
     parts = [f"{max_iters} iteration{'s' if max_iters != 1 else ''}"]
-    if budgets.get("cost_usd") is not None:
-        parts.append(f"${float(budgets['cost_usd']):.2f}")
-    if budgets.get("time_s") is not None:
-        parts.append(_duration(float(budgets["time_s"])))
-    if budgets.get("tokens") is not None:
-        parts.append(f"{int(budgets['tokens'])} tokens")
+    if budgets.cost_usd is not None:
+        parts.append(f"${budgets.cost_usd:.2f}")
+    if budgets.time_s is not None:
+        parts.append(_duration(budgets.time_s))
+    if budgets.tokens is not None:
+        parts.append(f"{budgets.tokens} tokens")
     return "budget: " + " · ".join(parts)
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from loope import __version__
-from loope.engine.events import Event
+from loope.events import AgentActivity, Event, RunFinished, RunStarted
 from loope.notify.delivery import NotifyLog, Worker
 
 TIMEOUT_S = 5.0
@@ -42,12 +42,12 @@ class WebhookNotifier:
         self.failed_in_row = 0
 
     def on_event(self, event: Event) -> None:
-        if event.type == "run_started":
-            self.log.open(event.data["run_dir"])
+        if isinstance(event, RunStarted):
+            self.log.open(event.run_dir)
         body = event.to_json().encode("utf-8")
-        last = event.type == "run_finished"
+        last = isinstance(event, RunFinished)
         self.worker.submit(
-            event.type, lambda: self._deliver(event.type, body, last=last), droppable=event.type == "agent_event"
+            event.type, lambda: self._deliver(event.type, body, last=last), droppable=isinstance(event, AgentActivity)
         )
 
     def _deliver(self, what: str, body: bytes, *, last: bool = False) -> None:

@@ -6,9 +6,6 @@ from collections.abc import Mapping
 from itertools import groupby
 from typing import Any
 
-from loope.records.atomic import write_text
-from loope.records.rundir import RunDir
-
 OUTCOMES = {
     "converged": "converged",
     "max_iters": "stopped: reached --max-iters",
@@ -121,14 +118,3 @@ def next_steps(run: Mapping[str, Any]) -> list[str]:
     if branch:
         out.append(f"- or merge the branch: `git merge {branch}`")
     return out
-
-
-class ReportWriter:
-    """Writes report.md from run.json after each iteration and when the run ends."""
-
-    def __init__(self, rundir: RunDir) -> None:
-        self.rundir = rundir
-
-    def on_event(self, event: Any) -> None:
-        if event.type in ("iteration_finished", "run_finished"):
-            write_text(self.rundir / "report.md", render(self.rundir.read_json("run.json")))

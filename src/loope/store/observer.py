@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from loope.engine.events import Event
+from loope.events import Event, IterationFinished, RunFinished, RunStarted, StepFinished
 from loope.store.db import Store
 
 FAILED = ("failed", "step_failed", "timed_out")
@@ -18,58 +18,57 @@ class StoreObserver:
         self.store = store
 
     def on_event(self, event: Event) -> None:
-        d: dict[str, Any] = event.data
-        if event.type == "run_started":
-            budgets = d.get("budgets", {})
-            row = {
-                "id": event.run_id,
-                "goal": d["goal"],
-                "workdir": d["workdir"],
-                "run_dir": d["run_dir"],
-                "workspace": d["workspace"]["path"],
-                "state_file": d.get("state_file"),
-                "success_cmd": d.get("success_cmd"),
-                "max_iters": d.get("max_iters"),
-                "max_cost": budgets.get("cost_usd"),
-                "max_tokens": budgets.get("tokens"),
-                "max_time": budgets.get("time_s"),
-                "status": "running",
-                "started_at": d.get("started_at") or event.ts,
-                "runner_pid": d.get("pid"),
-            }
-            existing = self.store.get(event.run_id)
-            if existing is None:
-                self.store.add_run(row)
-            else:
+        match event:
+            case RunStarted():
+                self._started(event)
+            case StepFinished():
+                self.store.add_step(event.run_id, event.to_dict())
+                if not event.ok:
+                    self.store.update_run(event.run_id, last_error=event.error)
+            case IterationFinished(totals=totals):
                 self.store.update_run(
-                    event.run_id, status="running", runner_pid=d.get("pid"), finished_at=None, last_error=None
+                    event.run_id,
+                    iterations=event.iteration,
+                    total_cost=totals.cost_usd,
+                    total_tokens=totals.tokens,
+                    last_tick_at=event.ts,
                 )
-                self.store.drop_steps_after(event.run_id, int(d.get("resumed_at") or 1) - 1)
-        elif event.type == "step_finished":
-            self.store.add_step(event.run_id, d)
-            if not d.get("ok", True):
-                self.store.update_run(event.run_id, last_error=d.get("error"))
-        elif event.type == "iteration_finished":
-            totals = d.get("totals", {})
+            case RunFinished(totals=totals):
+                fields: dict[str, Any] = {
+                    "status": event.status,
+                    "iterations": event.iterations,
+                    "total_cost": totals.cost_usd,
+                    "total_tokens": totals.tokens,
+                    "finished_at": event.ts,
+                }
+                if event.status in FAILED:
+                    fields["last_error"] = event.stop_detail
+                self.store.update_run(event.run_id, **fields)
+
+    def _started(self, event: RunStarted) -> None:
+        row = {
+            "id": event.run_id,
+            "goal": event.goal,
+            "workdir": event.workdir,
+            "run_dir": event.run_dir,
+            "workspace": event.workspace.path,
+            "state_file": event.state_file,
+            "success_cmd": event.success_cmd,
+            "max_iters": event.max_iters,
+            "max_cost": event.budgets.cost_usd,
+            "max_tokens": event.budgets.tokens,
+            "max_time": event.budgets.time_s,
+            "status": "running",
+            "started_at": event.started_at or event.ts,
+            "runner_pid": event.pid,
+        }
+        if self.store.get(event.run_id) is None:
+            self.store.add_run(row)
+        else:
             self.store.update_run(
-                event.run_id,
-                iterations=d["iteration"],
-                total_cost=totals.get("cost_usd", 0.0),
-                total_tokens=totals.get("input_tokens", 0) + totals.get("output_tokens", 0),
-                last_tick_at=event.ts,
+                event.run_id, status="running", runner_pid=event.pid, finished_at=None, last_error=None
             )
-        elif event.type == "run_finished":
-            totals = d.get("totals", {})
-            fields: dict[str, Any] = {
-                "status": d["status"],
-                "iterations": d.get("iterations", 0),
-                "total_cost": totals.get("cost_usd", 0.0),
-                "total_tokens": totals.get("input_tokens", 0) + totals.get("output_tokens", 0),
-                "finished_at": event.ts,
-            }
-            if d["status"] in FAILED:
-                fields["last_error"] = d.get("stop_detail")
-            self.store.update_run(event.run_id, **fields)
+            self.store.drop_steps_after(event.run_id, (event.resumed_at or 1) - 1)
 
 
 class StoreControl:
@@ -105,12 +104,12 @@ class StoreControl:
         self._done.set()
 
     def on_event(self, event: Event) -> None:
-        if event.type == "run_started" and self._thread is None:
+        if isinstance(event, RunStarted) and self._thread is None:
             self.run_id = event.run_id
             cancel: threading.Event = self.engine.run_state.cancel
             self._thread = threading.Thread(
                 target=self._watch, args=(event.run_id, cancel), name="loope-stop-watch", daemon=True
             )
             self._thread.start()
-        elif event.type == "run_finished":
+        elif isinstance(event, RunFinished):
             self.close()

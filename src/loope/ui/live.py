@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -12,7 +11,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from loope.engine.events import Event
+from loope.events import AgentActivity, Event, RunFinished, RunStarted, StepFinished, StepStarted, VerifyFinished
 from loope.ui.lines import action_text, describe, step_label, summary_lines
 
 _STYLES = {"ok": "green", "passed": "green", "failed": "red", "BLOCK": "yellow", "PASS": "green"}
@@ -62,26 +61,23 @@ class LiveView:
         return text
 
     def on_event(self, event: Event) -> None:
-        data: dict[str, Any] = event.data
-        if event.type == "run_started":
+        if isinstance(event, RunStarted):
             self.live.start()
-        if event.type == "step_started":
-            self.running[data["step"]] = _Running(step_label(data))
-        elif event.type == "agent_event":
-            running = self.running.get(data["step"])
-            text = action_text(data["event"])
+        if isinstance(event, StepStarted):
+            self.running[event.step] = _Running(step_label(event))
+        elif isinstance(event, AgentActivity):
+            running = self.running.get(event.step)
+            text = action_text(event.event)
             if running and text:
                 running.last = text
                 self.console.print(Text(f"     {text}", style="dim"))
-        elif event.type in ("step_finished", "verify_finished") or (
-            event.type == "metric" and data.get("step") is not None
-        ):
-            self.running.pop(data.get("step", -1), None)
-        if event.type == "run_finished":
+        elif isinstance(event, StepFinished | VerifyFinished):
+            self.running.pop(event.step, None)
+        if isinstance(event, RunFinished):
             self.running.clear()
             self.live.stop()
-            lines = summary_lines(data, event.run_id)
-            style = "bold green" if data.get("converged") else "bold yellow"
+            lines = summary_lines(event)
+            style = "bold green" if event.converged else "bold yellow"
             self.console.print(Text(lines[0], style=style))
             for line in lines[1:]:
                 self.console.print(line, highlight=False, markup=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from loope.engine.events import Event
+from loope.events import AgentActivity, Event, RunFinished, StepStarted
 from loope.ui.lines import action_text, describe, step_label, summary_lines
 
 
@@ -21,15 +21,15 @@ class PlainView:
             print(line, file=self.stream, flush=True)
 
     def on_event(self, event: Event) -> None:
-        if event.type == "run_finished":
-            self._print(*summary_lines(event.data, event.run_id))
+        if isinstance(event, RunFinished):
+            self._print(*summary_lines(event))
             return
         if self.quiet:
             return
-        if event.type == "step_started":
-            self._print(f"{step_label(event.data)} …")
-        elif event.type == "agent_event":
-            text = action_text(event.data["event"])
+        if isinstance(event, StepStarted):
+            self._print(f"{step_label(event)} …")
+        elif isinstance(event, AgentActivity):
+            text = action_text(event.event)
             if text:
                 self._print(f"     {text}")
         else:

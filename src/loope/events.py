@@ -1,0 +1,307 @@
+"""The engine's events (DESIGN.md, Events): one frozen dataclass per event type.
+
+Each line of ``events.jsonl`` (and of ``--json`` output) is one of these, serialized by
+:meth:`Event.to_dict` as ``{"ts", "run_id", "type", <fields in declaration order>}``. Observers
+receive the typed objects and match on the class. Several classes may share one ``type`` where the
+payload differs by kind (an agent step's ``step_finished`` carries a verdict, a metric step's a
+score); match on the shared base class to see them all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar, Protocol
+
+from loope.agents.base import AgentEvent
+from loope.records.model import Totals, WorkspaceInfo, now_iso
+from loope.workspace.git import FileChange
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """What every event carries; ``run_id`` is stamped by the bus when the emitter leaves it empty."""
+
+    type: ClassVar[str]
+    run_id: str = ""
+    ts: str = field(default_factory=now_iso)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"ts": self.ts, "run_id": self.run_id, "type": self.type}
+        for f in dataclasses.fields(self):
+            if f.name not in ("ts", "run_id"):
+                data[f.name] = plain(getattr(self, f.name))
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, default=str)
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON data: records through their ``to_dict``, other dataclasses field by field."""
+    if isinstance(value, Enum):
+        return value.value
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+class Observer(Protocol):
+    """Anything that shows or records a run's progress."""
+
+    def on_event(self, event: Event) -> None: ...
+
+
+# -- payload parts --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Budgets:
+    cost_usd: float | None
+    tokens: int | None
+    time_s: float | None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failing check the gate's output named."""
+
+    test: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ReviewerVerdict:
+    step: int
+    adapter: str
+    verdict: str | None
+    inferred: bool
+
+
+# -- the events, in the order a run emits them ---------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStarted(Event):
+    type: ClassVar[str] = "run_started"
+    goal: str
+    workdir: str
+    run_dir: str
+    state_file: str
+    success_cmd: str | None
+    pid: int | None
+    started_at: str
+    workspace: WorkspaceInfo
+    implementer: str
+    reviewers: list[str]
+    verify_cmd: str | None
+    metric_cmd: str | None
+    max_iters: int
+    budgets: Budgets
+    dry_run: bool
+    warnings: list[str]
+    resumed_at: int | None
+    """The first iteration this runner runs, when it picks up an earlier run."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class IterationStarted(Event):
+    type: ClassVar[str] = "iteration_started"
+    iteration: int
+    max_iters: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepStarted(Event):
+    type: ClassVar[str] = "step_started"
+    step: int
+    iteration: int
+    role: str
+    adapter: str
+    dir: str
+    """The step's directory, relative to the run dir."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentActivity(Event):
+    """A normalized event an agent reported while its step ran."""
+
+    type: ClassVar[str] = "agent_event"
+    step: int
+    role: str
+    event: AgentEvent
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepFinished(Event):
+    """A step ended and its record was saved (the subclasses add what their kind of step learned)."""
+
+    type: ClassVar[str] = "step_finished"
+    step: int
+    iteration: int
+    role: str
+    adapter: str
+    ok: bool
+    error: str | None
+    duration_s: float
+    cost_usd: float
+    files: list[FileChange]
+    violations: list[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentStepFinished(StepFinished):
+    verdict: str | None
+    verdict_inferred: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuccessFinished(StepFinished):
+    passed: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricStepFinished(StepFinished):
+    score: float | None
+    runs: list[float]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepRetry(Event):
+    """An agent step failed for a transient reason and is tried again after ``delay_s``."""
+
+    type: ClassVar[str] = "step_retry"
+    step: int
+    iteration: int
+    adapter: str
+    reason: str | None
+    attempt: int
+    until: str
+    delay_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class LimitWait(Event):
+    """The run waits out an agent's usage limit until ``until`` (ISO 8601)."""
+
+    type: ClassVar[str] = "limit_wait"
+    kind: str
+    until: str
+    reset_at: str | None
+    step: int
+    iteration: int
+    adapter: str
+    reason: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuardViolations(Event):
+    type: ClassVar[str] = "guard"
+    step: int
+    iteration: int
+    violations: list[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyFinished(Event):
+    type: ClassVar[str] = "verify_finished"
+    step: int
+    iteration: int
+    command: str
+    passed: bool
+    exit_code: int | None
+    timed_out: bool
+    failures: list[Failure]
+    duration_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Metric(Event):
+    """A score: the original tree's (iteration 0) or an attempt's."""
+
+    type: ClassVar[str] = "metric"
+    iteration: int
+    score: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaselineMeasured(Metric):
+    baseline: float | None
+    error: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptScored(Metric):
+    runs: list[float]
+    error: str | None
+    best: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewFinished(Event):
+    type: ClassVar[str] = "review_finished"
+    iteration: int
+    verdicts: list[ReviewerVerdict]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision(Event):
+    type: ClassVar[str] = "decision"
+    iteration: int
+    stop: str | None
+    verdict: str
+    why: str
+    blockers: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Critique(Event):
+    type: ClassVar[str] = "critique"
+    iteration: int
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class IterationFinished(Event):
+    type: ClassVar[str] = "iteration_finished"
+    iteration: int
+    stop: str | None
+    totals: Totals
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFinished(Event):
+    type: ClassVar[str] = "run_finished"
+    status: str
+    stop_reason: str
+    stop_detail: str | None
+    converged: bool
+    iterations: int
+    totals: Totals
+    best: Mapping[str, Any] | None
+    baseline: float | None
+    changes: list[FileChange]
+    workspace: WorkspaceInfo
+
+
+def _event_classes(cls: type[Event] = Event) -> list[type[Event]]:
+    found: list[type[Event]] = []
+    for sub in cls.__subclasses__():
+        found += [sub, *_event_classes(sub)]
+    return found
+
+
+EVENT_CLASSES: tuple[type[Event], ...] = tuple(_event_classes())
+EVENT_TYPES: tuple[str, ...] = tuple(dict.fromkeys(c.type for c in EVENT_CLASSES))
+"""Every event ``type`` (DESIGN.md, Events), in the order a run emits them."""
