@@ -30,6 +30,14 @@ class Direction(StrEnum):
     HIGHER = "higher"
 
 
+class WorkspaceMode(StrEnum):
+    """How agents get a tree to edit."""
+
+    WORKTREE = "worktree"
+    COPY = "copy"
+    IN_PLACE = "in-place"
+
+
 class Role(StrEnum):
     """What an agent step is for."""
 

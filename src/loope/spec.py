@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from loope.enums import Direction, WorkspaceMode
 from loope.errors import LoopeError
-
-Direction = Literal["lower", "higher"]
 
 PRESETS: dict[str, dict[str, Any]] = {
     "claude-codex": {"implementer": "claude", "reviewers": ["codex"]},
@@ -68,7 +67,7 @@ class LoopSpec(BaseModel):
     """What the agents must achieve."""
     workdir: Path
     """The project directory the run starts from."""
-    workspace: Literal["worktree", "copy", "in-place"] | None = None
+    workspace: WorkspaceMode | None = None
     """How agents get a tree to edit: a git worktree (default in git), a copy, or the tree itself."""
     branch: str | None = None
     """The run branch in worktree mode (default ``loope/<run-id>``)."""

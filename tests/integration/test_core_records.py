@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loope.records.model import STOP_REASONS
+from loope.enums import StopReason
 from tests.conftest import APPROVE, EVENT_TYPES, GATE
 
 # DESIGN.md, run.json (schema 1)
@@ -56,7 +56,7 @@ def test_run_json_has_every_schema_1_field(finished):
         2,
         "converged",
     )
-    assert run["stop_reason"] in STOP_REASONS
+    assert run["stop_reason"] in {r.value for r in StopReason}
     assert run["started_at"] <= run["finished_at"]
     assert run["duration_s"] > 0
     assert set(run["workspace"]) >= {"mode", "path", "branch", "base"}

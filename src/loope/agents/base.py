@@ -12,15 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
+from loope.enums import Role
+
 if TYPE_CHECKING:
     from loope.agents.setback import Setback
 
-Role = Literal["designer", "implementer", "reviewer", "verifier", "critic"]
 Mode = Literal["write", "read"]
 EventKind = Literal["action", "message", "usage"]
 Action = Literal["edit", "write", "read", "command", "search", "other"]
 
-WRITE_ROLES: frozenset[str] = frozenset({"designer", "implementer"})
+WRITE_ROLES: frozenset[Role] = frozenset({Role.DESIGNER, Role.IMPLEMENTER})
 
 
 def mode_for(role: Role) -> Mode:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
 
-VerdictValue = Literal["PASS", "BLOCK"]
+from loope.enums import ReviewVerdict
 
 # A whole line reading "VERDICT: PASS|BLOCK", allowing markdown around and inside it (**, `, >, #, -, _).
 _VERDICT = re.compile(r"^[\s>#*_`~\-]*verdict[*_`~]*\s*[:=]\s*[*_`~]*\s*(pass|block)\b[\s*_`~.!]*$", re.I)
@@ -23,7 +22,7 @@ MAX_FINDINGS = 4000
 
 @dataclass(frozen=True)
 class Verdict:
-    value: VerdictValue
+    value: ReviewVerdict
     inferred: bool
     """True when no VERDICT line was found and the value was read from the wording."""
     findings: str
@@ -31,7 +30,7 @@ class Verdict:
 
     @property
     def blocks(self) -> bool:
-        return self.value == "BLOCK"
+        return self.value == ReviewVerdict.BLOCK
 
 
 def parse_verdict(message: str) -> Verdict:
@@ -41,9 +40,9 @@ def parse_verdict(message: str) -> Verdict:
         match = _VERDICT.match(lines[index])
         if match:
             rest = "\n".join(lines[:index] + lines[index + 1 :]).strip()
-            return Verdict(match.group(1).upper(), False, rest[:MAX_FINDINGS])  # type: ignore[arg-type]
+            return Verdict(ReviewVerdict(match.group(1).upper()), False, rest[:MAX_FINDINGS])
     text = message.strip()
     if not text:
-        return Verdict("BLOCK", True, "The reviewer returned an empty message, so nothing was approved.")
-    value: VerdictValue = "BLOCK" if _BLOCKER.search(_NEGATED.sub(" ", text)) else "PASS"
+        return Verdict(ReviewVerdict.BLOCK, True, "The reviewer returned an empty message, so nothing was approved.")
+    value = ReviewVerdict.BLOCK if _BLOCKER.search(_NEGATED.sub(" ", text)) else ReviewVerdict.PASS
     return Verdict(value, True, text[:MAX_FINDINGS])

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Literal
 
-StopReason = Literal[
-    "converged", "max_iters", "budget_exceeded", "stalled", "step_failed", "timed_out", "stopped", "failed"
-]
-Direction = Literal["lower", "higher"]
+from loope.enums import Direction, StopReason
 
 
 @dataclass(frozen=True)
@@ -61,14 +57,14 @@ def without_progress(o: Outcome, previous_failures: tuple[str, ...] | None) -> b
 def decide(o: Outcome, *, previous_failures: tuple[str, ...] | None, streak: int, stall_after: int) -> Decision:
     """Stop (and why) or go on, after iteration ``o.iteration``."""
     if converged(o):
-        return Decision("converged", True, 0, "every check passed")
+        return Decision(StopReason.CONVERGED, True, 0, "every check passed")
     streak = streak + 1 if without_progress(o, previous_failures) else 0
     # A single idle iteration that still produced new feedback gets its chance to act on it.
     if streak >= stall_after and not (streak == 1 and o.fresh_feedback):
         why = "no effective change" if not o.changed else "the same failures again"
-        return Decision("stalled", False, streak, f"{streak} iteration(s) without progress ({why})")
+        return Decision(StopReason.STALLED, False, streak, f"{streak} iteration(s) without progress ({why})")
     if o.iteration >= o.max_iters:
-        return Decision("max_iters", False, streak, f"reached --max-iters {o.max_iters}")
+        return Decision(StopReason.MAX_ITERS, False, streak, f"reached --max-iters {o.max_iters}")
     return Decision(None, False, streak, "not converged yet")
 
 
@@ -87,7 +83,7 @@ def improves(
         return True
     amount, relative = min_improvement
     needed = abs(best) * amount if relative else amount
-    gain = best - score if direction == "lower" else score - best
+    gain = best - score if direction == Direction.LOWER else score - best
     # The minimum is the smallest gain that counts; the tolerance absorbs float noise (10 - 9.8 < 0.2).
     tolerance = 1e-9 * max(1.0, abs(best), abs(score))
     return gain > 0 and gain >= needed - tolerance
@@ -96,7 +92,7 @@ def improves(
 def reached(score: float | None, target: float | None, direction: Direction) -> bool:
     if score is None or target is None:
         return False
-    return score <= target if direction == "lower" else score >= target
+    return score <= target if direction == Direction.LOWER else score >= target
 
 
 @dataclass(frozen=True)
@@ -133,9 +129,9 @@ def decide_metric(
     else:
         why = f"{score:g} does not improve on {best:g}"
     if reached(new_best, target, direction):
-        return MetricDecision(keep, new_best, "converged", idle, f"{why}; reached the target {target:g}")
+        return MetricDecision(keep, new_best, StopReason.CONVERGED, idle, f"{why}; reached the target {target:g}")
     if patience is not None and idle >= patience:
-        return MetricDecision(keep, new_best, "stalled", idle, f"{why}; {idle} attempt(s) without improvement")
+        return MetricDecision(keep, new_best, StopReason.STALLED, idle, f"{why}; {idle} attempt(s) without improvement")
     if iteration >= max_iters:
-        return MetricDecision(keep, new_best, "max_iters", idle, f"{why}; reached --max-iters {max_iters}")
+        return MetricDecision(keep, new_best, StopReason.MAX_ITERS, idle, f"{why}; reached --max-iters {max_iters}")
     return MetricDecision(keep, new_best, None, idle, why)

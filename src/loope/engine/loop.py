@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from loope.agents.base import Agent, Role
+from loope.agents.base import Agent
 from loope.engine import decide as decisions
 from loope.engine.bus import EventBus
 from loope.engine.feedback import Findings, GateReport, compose, failure_signature, feedback_key
@@ -21,6 +21,7 @@ from loope.engine.retry import limit_detail
 from loope.engine.roster import Agents, Control, LoopState, Memory
 from loope.engine.state import Halt, RunnerLock, RunState
 from loope.engine.steps import AgentStep, StepRunner
+from loope.enums import AttemptVerdict, Role, StepKind, StopReason
 from loope.errors import LoopeError
 from loope.events import (
     Budgets,
@@ -222,34 +223,34 @@ class Engine:
     def drive(self, *, first: int) -> RunRecord:
         """Iterate from ``first`` until something stops the loop; always finalizes the record."""
         run, spec = self.run_state, self.spec
-        reason, detail = "failed", "the loop ended unexpectedly"
+        reason, detail = StopReason.FAILED, "the loop ended unexpectedly"
         try:
             if self.memory is not None and not self.memories:
                 self.memories = self._recall()
             if run.record.waiting and not self.steps.attempts.limit_wait(run.record.waiting):
-                raise Halt("stopped", "stop requested while waiting for the usage limit")
+                raise Halt(StopReason.STOPPED, "stop requested while waiting for the usage limit")
             if first == 1 and spec.design and self.contract is None:
                 self._design()
             if (
                 first == 1
                 and spec.metric_mode
-                and not any(s.iteration == 0 and s.role == "verifier" for s in run.record.steps)
+                and not any(s.iteration == 0 and s.role == Role.VERIFIER for s in run.record.steps)
             ):
                 self.metric.baseline()
             for iteration in range(first, spec.max_iters + 1):
                 self._iteration(iteration)
-            raise Halt("max_iters", f"reached --max-iters {spec.max_iters}")
+            raise Halt(StopReason.MAX_ITERS, f"reached --max-iters {spec.max_iters}")
         except Halt as halt:
             reason, detail = halt.reason, halt.detail
         except KeyboardInterrupt:
             run.cancel.set()
             self.interrupted = True
-            reason, detail = "stopped", "interrupted with Ctrl-C"
+            reason, detail = StopReason.STOPPED, "interrupted with Ctrl-C"
         except LoopeError as exc:
-            reason, detail = "failed", str(exc)
+            reason, detail = StopReason.FAILED, str(exc)
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure; the traceback is kept in error.log
             write_text(run.rundir / "error.log", traceback.format_exc())
-            reason, detail = "failed", f"loope failed: {type(exc).__name__}: {exc} (see error.log)"
+            reason, detail = StopReason.FAILED, f"loope failed: {type(exc).__name__}: {exc} (see error.log)"
         try:
             self._finalize(reason, detail)
         finally:
@@ -262,10 +263,10 @@ class Engine:
     def precheck(self) -> None:
         run = self.run_state
         if run.cancel.is_set() or (self.control is not None and self.control.stop_requested()):
-            raise Halt("stopped", "stop requested")
+            raise Halt(StopReason.STOPPED, "stop requested")
         spent = run.budget_left()
         if spent:
-            raise Halt("budget_exceeded", spent)
+            raise Halt(StopReason.BUDGET_EXCEEDED, spent)
 
     def _checked(self, step: AgentStep) -> AgentStep:
         """Halt on a failed step, or when the step crossed a budget (after it was recorded)."""
@@ -274,19 +275,20 @@ class Engine:
         spent = self.run_state.budget_left()
         if not result.ok and (spent or result.budget_exhausted) and not result.cancelled:
             detail = f"{who}: {result.error}"
-            raise Halt("budget_exceeded", f"{spent}; {detail}" if spent else detail)
+            raise Halt(StopReason.BUDGET_EXCEEDED, f"{spent}; {detail}" if spent else detail)
         if not result.ok:
             if result.timed_out:
-                raise Halt("timed_out", f"{who} {result.error}")
+                raise Halt(StopReason.TIMED_OUT, f"{who} {result.error}")
             if result.cancelled:
                 raise Halt(
-                    "stopped", (result.setback and result.error) or "stop requested; the step in flight was killed"
+                    StopReason.STOPPED,
+                    (result.setback and result.error) or "stop requested; the step in flight was killed",
                 )
             if result.setback and result.setback.kind == "limit":
-                raise Halt("usage_limited", limit_detail(who, result))
-            raise Halt("step_failed", f"{who}: {result.error}")
+                raise Halt(StopReason.USAGE_LIMITED, limit_detail(who, result))
+            raise Halt(StopReason.STEP_FAILED, f"{who}: {result.error}")
         if spent:
-            raise Halt("budget_exceeded", spent)
+            raise Halt(StopReason.BUDGET_EXCEEDED, spent)
         return step
 
     def _context(self, iteration: int) -> PromptContext:
@@ -336,7 +338,7 @@ class Engine:
         self.bus.emit(IterationStarted(iteration=n, max_iters=spec.max_iters))
         context = self._context(n)
         self.loop.critique = ""  # a critique goes into the next iteration's prompt only
-        impl = self._checked(self.steps.agent(self.agents.implementer, "implementer", n, context.implementer()))
+        impl = self._checked(self.steps.agent(self.agents.implementer, Role.IMPLEMENTER, n, context.implementer()))
         agent_state = state_file.read(run.state_file)
         run.record.state = json_safe(agent_state.frontmatter)
         gate_report = self._gate(n)
@@ -399,10 +401,10 @@ class Engine:
         self.precheck()
         _, gate = self.steps.gate(n, spec.verify_cmd)
         if gate.proc.cancelled:
-            raise Halt("stopped", "stop requested during the verify command")
+            raise Halt(StopReason.STOPPED, "stop requested during the verify command")
         return gate.report()
 
-    def _decide(self, outcome: decisions.Outcome) -> tuple[str | None, str, str]:
+    def _decide(self, outcome: decisions.Outcome) -> tuple[StopReason | None, str, AttemptVerdict]:
         """Gate mode: (stop reason or None, why, ledger verdict)."""
         previous = tuple(self.loop.previous_failures) if self.loop.previous_failures is not None else None
         decision = decisions.decide(
@@ -410,17 +412,17 @@ class Engine:
         )
         self.loop.streak = decision.streak
         self.loop.previous_failures = list(outcome.failures)
-        return decision.stop, decision.why, "converged" if decision.converged else "kept"
+        return decision.stop, decision.why, AttemptVerdict.CONVERGED if decision.converged else AttemptVerdict.KEPT
 
     def _design(self) -> None:
         assert self.agents.designer is not None
         self.precheck()
         run = self.run_state
-        step = self._checked(self.steps.agent(self.agents.designer, "designer", 0, self._context(0).designer()))
+        step = self._checked(self.steps.agent(self.agents.designer, Role.DESIGNER, 0, self._context(0).designer()))
         written = run.workspace.path / "DESIGN_CONTRACT.md"
         contract = written.read_text(encoding="utf-8") if written.exists() else step.result.message
         if not contract.strip():
-            raise Halt("step_failed", "the designer returned no contract")
+            raise Halt(StopReason.STEP_FAILED, "the designer returned no contract")
         self.contract = contract
         assert self.guard is not None
         self.guard.write_sealed(run.rundir / "design-contract.md", contract.encode("utf-8"))
@@ -429,9 +431,9 @@ class Engine:
             run.workspace.commit(f"loope {run.record.run_id}: design contract")
 
     def _review(self, n: int, context: PromptContext, gate: GateReport | None) -> list[AgentStep]:
-        agents: list[tuple[Agent, Role]] = [(a, "reviewer") for a in self.agents.reviewers]
+        agents: list[tuple[Agent, Role]] = [(a, Role.REVIEWER) for a in self.agents.reviewers]
         if self.agents.verifier is not None:
-            agents.append((self.agents.verifier, "verifier"))
+            agents.append((self.agents.verifier, Role.VERIFIER))
         if not agents:
             return []
         self.precheck()
@@ -442,7 +444,7 @@ class Engine:
             gate_summary = f"The verify command `{gate.command}` passed."
             if gate.output.strip():
                 gate_summary += f" The last lines of its output:\n{fenced(gate.output, 'text')}"
-        prompts = [context.reviewer(changes, gate_summary, verifier=role == "verifier") for _, role in agents]
+        prompts = [context.reviewer(changes, gate_summary, verifier=role == Role.VERIFIER) for _, role in agents]
         steps = self.steps.reviews(agents, n, prompts)
         for step in steps:
             self._checked(step)
@@ -459,7 +461,7 @@ class Engine:
         assert self.spec.success_cmd is not None
         self.precheck()
         env = success_env(run.record.run_id, run.workspace.path)
-        _, result = self.steps.shell(n, "success", self.spec.success_cmd, env, self.spec.success_timeout)
+        _, result = self.steps.shell(n, StepKind.SUCCESS, self.spec.success_cmd, env, self.spec.success_timeout)
         return result.report()
 
     def _critique(self, n: int) -> None:
@@ -468,7 +470,7 @@ class Engine:
         run = self.run_state
         state_text = read_optional(run.state_file) or ""
         prompt = self._context(n).critic("\n".join(self.loop.summaries[-10:]), state_text, self.loop.last_response)
-        step = self._checked(self.steps.agent(self.agents.critic, "critic", n, prompt))
+        step = self._checked(self.steps.agent(self.agents.critic, Role.CRITIC, n, prompt))
         self.loop.critique = step.result.message.strip()
         self.bus.emit(Critique(iteration=n, step=step.record.id, text=self.loop.critique[:2000]))
 
@@ -535,7 +537,7 @@ class Engine:
         record.stop_reason = reason
         record.stop_detail = detail
         record.status = reason
-        record.converged = reason == "converged"
+        record.converged = reason == StopReason.CONVERGED
         record.finished_at = now_iso()
         changes: list[FileChange] = []
         try:

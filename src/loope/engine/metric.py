@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from loope.engine import decide as decisions
 from loope.engine.feedback import Findings
 from loope.engine.state import Halt
+from loope.enums import AttemptVerdict, StopReason
 from loope.events import AttemptScored, BaselineMeasured
 from loope.records.model import now_iso
 from loope.spec import parse_min_improvement
@@ -43,7 +44,7 @@ class MetricSearch:
         )
         assert spec.direction is not None
         if decisions.reached(result.score, spec.target, spec.direction):
-            raise Halt("converged", f"the original tree already reaches the target {spec.target:g}")
+            raise Halt(StopReason.CONVERGED, f"the original tree already reaches the target {spec.target:g}")
 
     def score(self, n: int) -> Measurement:
         run, spec = self.engine.run_state, self.engine.spec
@@ -70,7 +71,7 @@ class MetricSearch:
 
     def decide(
         self, n: int, score: float | None, acceptable: bool, findings: Findings, problem: str | None
-    ) -> tuple[str | None, str, str, Findings]:
+    ) -> tuple[StopReason | None, str, AttemptVerdict, Findings]:
         run, spec = self.engine.run_state, self.engine.spec
         assert spec.direction is not None
         best = (run.record.best or {}).get("score")
@@ -90,9 +91,9 @@ class MetricSearch:
             if best is None:
                 run.record.baseline = score  # no score on the original tree: the first passing attempt's
             self.set_best(score, n)
-            verdict = "converged" if decision.stop == "converged" else "kept"
+            verdict = AttemptVerdict.CONVERGED if decision.stop == StopReason.CONVERGED else AttemptVerdict.KEPT
         else:
-            verdict = "reverted"
+            verdict = AttemptVerdict.REVERTED
             if run.workspace.head != self.engine.loop.best_commit:
                 run.workspace.keep_ref(f"{run.record.run_id}/attempt-{n}", run.workspace.head)
                 run.workspace.revert_to(self.engine.loop.best_commit or run.workspace.base)

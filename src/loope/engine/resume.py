@@ -7,6 +7,7 @@ import shutil
 import time
 from pathlib import Path
 
+from loope.enums import WorkspaceMode
 from loope.records import ledger
 from loope.records.atomic import write_text
 from loope.records.model import RunRecord, Totals, WorkspaceInfo
@@ -87,7 +88,7 @@ def _score_iteration(line: str) -> int:
 
 def reopen_workspace(info: WorkspaceInfo) -> Workspace:
     return Workspace.reopen(
-        mode=info.mode,  # type: ignore[arg-type]
+        mode=WorkspaceMode(info.mode),
         path=Path(info.path),
         base=info.base,
         head=info.head,

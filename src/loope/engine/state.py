@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loope.engine.bus import EventBus
+from loope.enums import StopReason
 from loope.records.atomic import write_json
 from loope.records.model import RunRecord, StepRecord
 from loope.records.rundir import RunDir
@@ -18,7 +19,7 @@ from loope.workspace.workspace import Workspace
 class Halt(Exception):
     """Stop the loop now, for a reason from the closed set of stop reasons."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: StopReason, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail

@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict, TypeVar
 
-from loope.agents.base import Agent, AgentEvent, AgentRequest, AgentResult, Role, mode_for
+from loope.agents.base import Agent, AgentEvent, AgentRequest, AgentResult, mode_for
 from loope.agents.verdict import Verdict, parse_verdict
 from loope.engine.retry import Attempts
 from loope.engine.state import RunState
+from loope.enums import Role, StepKind
 from loope.events import (
     AgentActivity,
     AgentStepFinished,
@@ -174,19 +175,19 @@ class StepRunner:
 
         The returned record is not yet saved: the caller fills in the verdict, saves it and emits its event.
         """
-        number, step_dir = self.run.new_step("verifier", kind)
+        number, step_dir = self.run.new_step(Role.VERIFIER, kind)
         rel = str(step_dir.relative_to(self.run.rundir.root))
-        self.run.bus.emit(StepStarted(step=number, iteration=iteration, role="verifier", adapter=kind, dir=rel))
+        self.run.bus.emit(StepStarted(step=number, iteration=iteration, role=Role.VERIFIER, adapter=kind, dir=rel))
         write_text(step_dir / "command.txt", command + "\n")
         outcome = execute(step_dir)
         self.guard.undo_all()  # a check must not leave changes that would count as the agent's
-        return StepRecord(id=number, iteration=iteration, role="verifier", adapter=kind, dir=rel), outcome
+        return StepRecord(id=number, iteration=iteration, role=Role.VERIFIER, adapter=kind, dir=rel), outcome
 
     def gate(self, iteration: int, command: str) -> tuple[StepRecord, GateResult]:
         """Run the verify command as a step of its own."""
         record, result = self._command_step(
             iteration,
-            "gate",
+            StepKind.GATE,
             command,
             lambda step_dir: run_gate(
                 command,
@@ -238,7 +239,7 @@ class StepRunner:
 
         record, result = self._command_step(
             iteration,
-            "metric",
+            StepKind.METRIC,
             command,
             lambda step_dir: measure(
                 command,

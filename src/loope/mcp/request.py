@@ -7,6 +7,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from loope.enums import Direction
 from loope.errors import LoopeError
 
 Action = Literal["start", "status", "stop", "list", "show", "apply"]
@@ -44,7 +45,7 @@ class LoopRequest(BaseModel):
     """start: the gate, a shell command run in the loop's workspace; exit 0 passes."""
     metric_command: str | None = Field(default=None, min_length=1, max_length=10_000)
     """start: a command whose last printed number is the score (metric search); needs direction."""
-    direction: Literal["lower", "higher"] | None = None
+    direction: Direction | None = None
     """start: whether a lower or a higher metric score is better."""
     implementer: str | None = Field(default=None, min_length=1, max_length=1000)
     """start: the writing agent: claude, codex, claude:opus, exec:<command> (default: loope.toml, else claude)."""

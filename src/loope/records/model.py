@@ -10,18 +10,6 @@ from typing import Any
 
 SCHEMA = 1
 
-STOP_REASONS = (
-    "converged",
-    "max_iters",
-    "budget_exceeded",
-    "usage_limited",
-    "stalled",
-    "step_failed",
-    "timed_out",
-    "stopped",
-    "failed",
-)
-
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -6,17 +6,6 @@ from collections.abc import Mapping
 from itertools import groupby
 from typing import Any
 
-OUTCOMES = {
-    "converged": "converged",
-    "max_iters": "stopped: reached --max-iters",
-    "budget_exceeded": "stopped: a budget ran out",
-    "stalled": "stopped: stalled",
-    "step_failed": "halted: a step failed",
-    "timed_out": "halted: a step timed out",
-    "stopped": "stopped on request",
-    "failed": "failed: loope could not finish the run",
-}
-
 
 def outcome_line(run: Mapping[str, Any]) -> str:
     """``converged in 2 iterations`` / ``stopped after 3 iterations (max_iters)`` / ``running``."""

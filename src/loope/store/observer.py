@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from loope.enums import StopReason
 from loope.events import Event, IterationFinished, RunFinished, RunStarted, StepFinished
 from loope.store.db import Store
 
-FAILED = ("failed", "step_failed", "timed_out")
+FAILED = (StopReason.FAILED, StopReason.STEP_FAILED, StopReason.TIMED_OUT)
 
 
 class StoreObserver:

@@ -11,16 +11,13 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
+from loope.enums import WorkspaceMode
 from loope.errors import LoopeError
 from loope.proc import run_process
 from loope.records.atomic import write_text
 from loope.workspace.git import FileChange, Git, toplevel
 from loope.workspace.watch import Watcher
-
-Mode = Literal["worktree", "copy", "in-place"]
-MODES: tuple[Mode, ...] = ("worktree", "copy", "in-place")
 
 LOOPE_DIR = ".loope"
 _IGNORE_ALL = "# loope's own files: never part of your repository\n*\n"
@@ -40,7 +37,7 @@ def ensure_loope_dir(root: Path) -> Path:
 class Workspace:
     """The tree the agents edit, and the git history loope keeps of it."""
 
-    mode: Mode
+    mode: WorkspaceMode
     path: Path
     """The directory agents run in (the workdir's counterpart inside the work tree)."""
     git: Git
@@ -58,14 +55,16 @@ class Workspace:
     # -- creating -----------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, workdir: Path, run_dir: Path, run_id: str, mode: Mode | None, branch: str | None) -> Workspace:
+    def create(
+        cls, workdir: Path, run_dir: Path, run_id: str, mode: WorkspaceMode | None, branch: str | None
+    ) -> Workspace:
         top = toplevel(workdir)
-        chosen: Mode = mode or ("worktree" if top else "copy")
-        if chosen == "worktree":
+        chosen = mode or (WorkspaceMode.WORKTREE if top else WorkspaceMode.COPY)
+        if chosen == WorkspaceMode.WORKTREE:
             if top is None:
                 raise LoopeError(f"{workdir} is not in a git repository; run `git init` there or use --workspace copy")
             return cls._worktree(workdir, top, run_dir, branch or f"loope/{run_id}")
-        if chosen == "copy":
+        if chosen == WorkspaceMode.COPY:
             return cls._copy(workdir, top, run_dir)
         return cls._in_place(workdir, run_dir)
 
@@ -80,7 +79,7 @@ class Workspace:
         sub = workdir.resolve().relative_to(top.resolve())
         path = tree / sub
         ensure_loope_dir(path)
-        return cls("worktree", path, _confined(tree), base, base, branch=branch)
+        return cls(WorkspaceMode.WORKTREE, path, _confined(tree), base, base, branch=branch)
 
     @classmethod
     def _copy(cls, workdir: Path, top: Path | None, run_dir: Path) -> Workspace:
@@ -97,7 +96,7 @@ class Workspace:
         ensure_loope_dir(tree)
         git = _confined(tree)
         base = git.commit_all("loope: the workdir as the run started")
-        return cls("copy", tree, git, base, base, git_dir=git_dir)
+        return cls(WorkspaceMode.COPY, tree, git, base, base, git_dir=git_dir)
 
     @classmethod
     def _in_place(cls, workdir: Path, run_dir: Path) -> Workspace:
@@ -108,15 +107,15 @@ class Workspace:
         git = Git(workdir, git_dir)
         git.run("config", "core.bare", "false")
         base = git.commit_all("loope: the workdir as the run started")
-        return cls("in-place", workdir, git, base, base, git_dir=git_dir)
+        return cls(WorkspaceMode.IN_PLACE, workdir, git, base, base, git_dir=git_dir)
 
     # -- reopening (resume, apply, show) ------------------------------------------------------
 
     @classmethod
     def reopen(
-        cls, *, mode: Mode, path: Path, base: str, head: str, branch: str | None, git_dir: Path | None
+        cls, *, mode: WorkspaceMode, path: Path, base: str, head: str, branch: str | None, git_dir: Path | None
     ) -> Workspace:
-        if mode == "in-place":
+        if mode == WorkspaceMode.IN_PLACE:
             git = Git(path, git_dir)
         else:
             tree = _tree_of(path)
