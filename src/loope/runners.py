@@ -21,7 +21,17 @@ def runner_alive(pid: Any) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A dead process nobody has reaped yet (its parent died first, and pid 1 does not reap)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]
 
 
 def effective_status(record: dict[str, Any]) -> str:

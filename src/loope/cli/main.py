@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "adapters": ("loope.cli.adapters:adapters", "List agent adapters: installed, version, safety, cost."),
     "doctor": ("loope.cli.adapters:doctor", "Check the configured agents and say what to fix."),
     "lessons": ("loope.cli.control:lessons", "List lessons remembered from earlier runs."),
+    "fleet": ("loope.cli.fleet:fleet", "Run many loops from a fleet file, up to --jobs at once."),
     "mcp": ("loope.cli.mcp:mcp", "Serve loope as an MCP tool over stdio."),
     "slack-listen": ("loope.cli.slack:slack_listen", "Stop runs from the Stop buttons of --notify slack: messages."),
     "demo": ("loope.cli.demo:demo", "Run a real loop on a bundled example, offline."),

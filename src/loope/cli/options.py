@@ -32,10 +32,7 @@ def views(json_: bool = False, plain: bool = False, quiet: bool = False, color: 
         from loope.ui.plain import JsonLines
 
         return [JsonLines()]
-    fancy = color == "always" or (
-        color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-    )
-    if plain or quiet or not fancy:
+    if plain or quiet or not fancy_output(color):
         from loope.ui.plain import PlainView
 
         return [PlainView(quiet=quiet)]
@@ -44,6 +41,13 @@ def views(json_: bool = False, plain: bool = False, quiet: bool = False, color: 
     from loope.ui.live import LiveView
 
     return [LiveView(Console(force_terminal=True) if color == "always" else None)]
+
+
+def fancy_output(color: str) -> bool:
+    """Whether to redraw in place: a terminal that takes escape codes, unless NO_COLOR or --color never."""
+    return color == "always" or (
+        color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    )
 
 
 def workdir_option(func: F) -> F:

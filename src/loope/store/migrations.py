@@ -82,6 +82,38 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        4,
+        "fleets and their tasks",
+        """
+        CREATE TABLE fleets (
+            id TEXT PRIMARY KEY,
+            file TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'running',
+            jobs INTEGER NOT NULL,
+            max_cost REAL,
+            max_time REAL,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            coordinator_pid INTEGER,
+            interrupt INTEGER NOT NULL DEFAULT 0,
+            interrupt_now INTEGER NOT NULL DEFAULT 0,
+            stop_detail TEXT
+        );
+        CREATE TABLE fleet_tasks (
+            fleet_id TEXT NOT NULL REFERENCES fleets(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            workdir TEXT NOT NULL,
+            spec TEXT NOT NULL,
+            run_id TEXT,
+            status TEXT NOT NULL DEFAULT 'pending',
+            error TEXT,
+            PRIMARY KEY (fleet_id, name)
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

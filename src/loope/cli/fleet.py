@@ -1,0 +1,194 @@
+"""``loope fleet``: many loops from one file; ``fleet status``, ``fleet stop``, ``fleet continue``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from loope.cli.options import project_dir, workdir_option
+
+if TYPE_CHECKING:
+    from loope.store.fleets import FleetStore
+
+_SUBCOMMANDS = ("status", "stop", "continue")
+
+
+class FleetGroup(click.Group):
+    """``loope fleet FILE`` starts a fleet; a first word naming a subcommand runs that instead."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in (*_SUBCOMMANDS, "start", "-h", "--help"):
+            args = ["start", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def fleet() -> None:
+    """Run many loops from a fleet file (TOML), up to --jobs at once, under one budget.
+
+    \b
+    loope fleet FILE [--jobs N]        start every [[task]] of FILE
+    loope fleet status [FLEET]         the fleets, or one fleet's loops
+    loope fleet stop FLEET [--now]     stop every loop of a fleet
+    loope fleet continue FLEET         start what is left, restart loops whose runner died
+    """
+
+
+@fleet.command("start", hidden=True)
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--jobs", type=click.IntRange(1, 64), help="Loops at once. [default: [fleet] jobs, else 2]")
+@click.option("--json", "json_", is_flag=True, help="The fleet as JSON lines on stdout.")
+@click.option("--plain", is_flag=True, help="Plain lines, no live table.")
+@workdir_option
+def start(file: Path, jobs: int | None, json_: bool, plain: bool, workdir: Path | None) -> int:
+    """Start every task of FILE and drive the fleet until each loop has ended."""
+    from loope.errors import LoopeError
+    from loope.fleet.pool import Coordinator, exit_code
+    from loope.fleet.spec import load_fleet
+    from loope.records.model import now_iso
+    from loope.records.rundir import slug
+    from loope.store.fleets import FleetStore
+    from loope.ui.fleet import fleet_display
+    from loope.workspace.workspace import ensure_loope_dir
+
+    home = project_dir(workdir)
+    loaded = load_fleet(file.expanduser(), jobs=jobs)
+    store = FleetStore(ensure_loope_dir(home) / "loope.db")
+    for row in store.running_fleets_with_digest(loaded.digest):
+        from loope.runners import runner_alive
+
+        if runner_alive(row["coordinator_pid"]):
+            raise LoopeError(
+                f"fleet {row['id']} is already running this file (pid {row['coordinator_pid']});"
+                f" follow it with `loope fleet status {row['id']}`"
+            )
+    fleet_id = store.add_fleet(
+        slug(file.stem, words=4, chars=24),
+        {
+            "file": str(loaded.path),
+            "digest": loaded.digest,
+            "jobs": loaded.settings.jobs,
+            "max_cost": loaded.settings.max_cost,
+            "max_time": loaded.settings.max_time,
+            "started_at": now_iso(),
+        },
+        [
+            {"position": i, "name": t.name, "workdir": str(t.workdir), "spec": t.spec.model_dump_json()}
+            for i, t in enumerate(loaded.tasks)
+        ],
+    )
+    if not json_:
+        click.echo(f"fleet {fleet_id}: {len(loaded.tasks)} loop(s), {loaded.settings.jobs} at once")
+    view = Coordinator(store, fleet_id, fleet_display(json_=json_, plain=plain)).drive()
+    return exit_code(view)
+
+
+@fleet.command()
+@click.argument("fleet_ref", metavar="[FLEET]", required=False)
+@click.option("--json", "json_", is_flag=True, help="JSON output.")
+@workdir_option
+def status(fleet_ref: str | None, json_: bool, workdir: Path | None) -> int:
+    """Every fleet of the project, or one fleet's loops."""
+    from loope.fleet.pool import fleet_view
+    from loope.ui.fleet import final_lines, totals_line
+
+    store = _store(workdir)
+    if fleet_ref is None:
+        views = [fleet_view(store, row["id"]) for row in store.fleets()]
+        if json_:
+            click.echo(json.dumps([v.to_dict() for v in views], indent=2))
+        elif not views:
+            click.echo("no fleets yet; start one with `loope fleet FILE`")
+        for view in views if not json_ else []:
+            click.echo(totals_line(view))
+        return 0
+    view = fleet_view(store, _find(store, fleet_ref))
+    if json_:
+        click.echo(json.dumps(view.to_dict(), indent=2))
+    else:
+        click.echo("\n".join(final_lines(view)))
+    return 0
+
+
+@fleet.command()
+@click.argument("fleet_ref", metavar="FLEET")
+@click.option("--now", is_flag=True, help="Also kill each loop's step in flight.")
+@workdir_option
+def stop(fleet_ref: str, now: bool, workdir: Path | None) -> int:
+    """Stop every loop of FLEET (before its next step; with --now, at once) and start no more."""
+    from loope.fleet.pool import fleet_view
+    from loope.records.model import now_iso
+    from loope.runners import runner_alive
+
+    store = _store(workdir)
+    fleet_id = _find(store, fleet_ref)
+    store.request_fleet_stop(fleet_id, now=now)
+    view = fleet_view(store, fleet_id)
+    asked = 0
+    for task in view.tasks:
+        if task.status == "running" and task.run_id:
+            from loope.control import request_stop
+
+            asked += int(request_stop(Path(task.workdir), task.run_id, now=now))
+    row = store.get_fleet(fleet_id) or {}
+    if not runner_alive(row.get("coordinator_pid")) and row.get("status") == "running":
+        for task in view.tasks:
+            if task.status == "pending":
+                store.update_fleet_task(fleet_id, task.name, status="skipped")
+        store.update_fleet(fleet_id, status="stopped", stop_detail="stop requested", finished_at=now_iso())
+    when = "at once" if now else "before their next step"
+    click.echo(f"stop requested for fleet {fleet_id}: {asked} running loop(s) stop {when}; no new loop starts")
+    return 0
+
+
+@fleet.command("continue")
+@click.argument("fleet_ref", metavar="FLEET")
+@click.option("--json", "json_", is_flag=True, help="The fleet as JSON lines on stdout.")
+@click.option("--plain", is_flag=True, help="Plain lines, no live table.")
+@workdir_option
+def continue_(fleet_ref: str, json_: bool, plain: bool, workdir: Path | None) -> int:
+    """Pick FLEET up again: restart loops whose runner died, start the tasks not started yet."""
+    from loope.errors import LoopeError
+    from loope.fleet.pool import Coordinator, exit_code, resume_dead
+    from loope.runners import runner_alive
+    from loope.ui.fleet import fleet_display
+
+    store = _store(workdir)
+    fleet_id = _find(store, fleet_ref)
+    row = store.get_fleet(fleet_id) or {}
+    if row.get("status") == "running" and runner_alive(row.get("coordinator_pid")):
+        raise LoopeError(f"fleet {fleet_id} is still running (pid {row['coordinator_pid']}); nothing to continue")
+    store.update_fleet(fleet_id, interrupt=0, interrupt_now=0, stop_detail=None)
+    for task in store.fleet_tasks(fleet_id):
+        if task["status"] == "skipped" or (task["status"] == "failed" and not task["run_id"]):
+            store.update_fleet_task(fleet_id, task["name"], status="pending", error=None)
+    restarted = resume_dead(store, fleet_id)
+    if restarted and not json_:
+        click.echo(f"restarted the runner of {', '.join(restarted)}")
+    view = Coordinator(store, fleet_id, fleet_display(json_=json_, plain=plain)).drive()
+    return exit_code(view)
+
+
+def _store(workdir: Path | None) -> FleetStore:
+    from loope.store.fleets import FleetStore
+    from loope.workspace.workspace import ensure_loope_dir
+
+    return FleetStore(ensure_loope_dir(project_dir(workdir)) / "loope.db")
+
+
+def _find(store: FleetStore, ref: str) -> str:
+    """The fleet whose id starts with ``ref``; exactly one must match."""
+    from loope.errors import LoopeError
+
+    ids = [str(row["id"]) for row in store.fleets()]
+    matches = [i for i in ids if i == ref] or [i for i in ids if i.startswith(ref)]
+    if not matches and ref.isdigit():
+        matches = [i for i in ids if i.split("-", 1)[0].lstrip("0") == ref.lstrip("0")]
+    if not matches:
+        raise LoopeError(f"no fleet matches {ref!r}; `loope fleet status` lists them")
+    if len(matches) > 1:
+        raise LoopeError(f"{ref!r} matches {len(matches)} fleets ({', '.join(matches[:5])}); give more of the id")
+    return matches[0]
