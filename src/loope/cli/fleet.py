@@ -30,10 +30,10 @@ def fleet() -> None:
     """Run many loops from a fleet file (TOML), up to --jobs at once, under one budget.
 
     \b
-    loope fleet FILE [--jobs N]        start every [[task]] of FILE
-    loope fleet status [FLEET]         the fleets, or one fleet's loops
-    loope fleet stop FLEET [--now]     stop every loop of a fleet
-    loope fleet continue FLEET         start what is left, restart loops whose runner died
+    loope fleet FILE [--jobs N] [--json] [--plain]   start every [[task]] of FILE
+    loope fleet status [FLEET] [--json]              the fleets, or one fleet's loops
+    loope fleet stop FLEET [--now]                   stop every loop of a fleet
+    loope fleet continue FLEET                       start what is left, restart dead runners
     """
 
 
