@@ -225,7 +225,7 @@ def test_continue_restarts_a_dead_runner_and_starts_what_is_left(fleet_dir, agen
         ('name = "a"\nworkdir = "repos/a"\ngoal = "x"\nbogus = 1', "task 'a': unknown setting 'bogus'"),
         ('name = "a"\nworkdir = "nowhere"\ngoal = "x"', "task 'a': workdir"),
         ('name = "a b"\nworkdir = "repos/a"\ngoal = "x"', "task 1 needs a name"),
-        ('name = "a"\nworkdir = "repos/a"\ngoal = "x"\n[[task]]\nname = "a"\nworkdir = "repos/a"\ngoal = "y"', "two tasks"),
+        ('name = "a"\nworkdir = "repos/a"\ngoal = "x"\n[[task]]\nname = "a"\ngoal = "y"', "two tasks"),
         ('name = "a"\nworkdir = "repos/a"\nmax_iters = 0\ngoal = "x"', "task 'a': --max-iters"),
     ],
 )
