@@ -171,6 +171,7 @@ def _row_from_record(rundir: RunDir, record: dict[str, Any]) -> dict[str, Any]:
 def start_detached(spec: Any) -> str:
     """Prepare the run here (so bad input fails now), drive it from a background process; the run id."""
     from loope.engine.loop import Engine
+    from loope.engine.roster import Services
     from loope.proc import spawn_detached
     from loope.store.db import Store
     from loope.store.observer import StoreObserver
@@ -181,7 +182,7 @@ def start_detached(spec: Any) -> str:
         parse_specs(list(spec.notify))  # here, not in the background runner, where no one would see the error
 
     store = Store.for_project(spec.workdir)
-    engine = Engine(spec, observers=[StoreObserver(store)])
+    engine = Engine(spec, Services(observers=[StoreObserver(store)]))
     run = engine.prepare()
     engine.lock.release()
     run.workspace.stop_watching()  # the background runner watches it from now on

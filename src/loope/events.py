@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, ClassVar, Protocol
 
 from loope.agents.base import AgentEvent
-from loope.records.model import Totals, WorkspaceInfo, now_iso
-from loope.workspace.git import FileChange
+from loope.records.model import Best, FileChange, Totals, WorkspaceInfo, now_iso
+from loope.records.serial import to_data
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,27 +31,11 @@ class Event:
         data: dict[str, Any] = {"ts": self.ts, "run_id": self.run_id, "type": self.type}
         for f in dataclasses.fields(self):
             if f.name not in ("ts", "run_id"):
-                data[f.name] = plain(getattr(self, f.name))
+                data[f.name] = to_data(getattr(self, f.name))
         return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, default=str)
-
-
-def plain(value: Any) -> Any:
-    """``value`` as JSON data: records through their ``to_dict``, other dataclasses field by field."""
-    if isinstance(value, Enum):
-        return value.value
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
-    return value
 
 
 class Observer(Protocol):
@@ -289,7 +271,7 @@ class RunFinished(Event):
     converged: bool
     iterations: int
     totals: Totals
-    best: Mapping[str, Any] | None
+    best: Best | None
     baseline: float | None
     changes: list[FileChange]
     workspace: WorkspaceInfo

@@ -29,8 +29,8 @@ def lesson_of(record: RunRecord, rundir: RunDir) -> dict[str, Any]:
     attempts = ledger.load(rundir / "ledger.jsonl")
     failed = []
     for a in attempts:
-        if a.gate and not a.gate.get("passed"):
-            failed.append(f"iteration {a.iteration}: gate failed ({', '.join(a.gate.get('failures', [])[:3])})")
+        if a.gate and not a.gate.passed:
+            failed.append(f"iteration {a.iteration}: gate failed ({', '.join(a.gate.failures[:3])})")
         blocks = [who for who, v in a.reviews.items() if v == "BLOCK"]
         if blocks:
             failed.append(f"iteration {a.iteration}: blocked by {', '.join(blocks)}")
@@ -39,8 +39,8 @@ def lesson_of(record: RunRecord, rundir: RunDir) -> dict[str, Any]:
     if record.stop_reason not in ("converged",) and record.stop_detail:
         failed.append(f"stopped: {record.stop_detail}")
     worked = [f"iteration {a.iteration}: {a.summary}" for a in attempts if a.verdict in ("kept", "converged")]
-    files = record.changes.get("files", [])
-    diffstat = ", ".join(f"{f['path']} +{f.get('added') or 0} −{f.get('removed') or 0}" for f in files)
+    files = record.changes.files
+    diffstat = ", ".join(f"{f.path} +{f.added or 0} −{f.removed or 0}" for f in files)
     return {
         "run_id": record.run_id,
         "goal": record.goal,

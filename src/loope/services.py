@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+
+from loope.engine.roster import Services
+from loope.events import Observer
+from loope.spec import LoopSpec
 
 
-def attach(engine: Any, spec: Any) -> None:
-    """Index the run in the project's store, take stop requests from it, recall and keep lessons."""
+def for_project(spec: LoopSpec, views: Sequence[Observer] = ()) -> Services:
+    """``views``, then the project's store as index, stop control and memory, then ``--notify``'s notifiers."""
     from loope.memory import Lessons
     from loope.store.db import Store
     from loope.store.observer import StoreControl, StoreObserver
 
     store = Store.for_project(spec.workdir)
-    engine.bus.add(StoreObserver(store))
-    control = StoreControl(store, engine)
-    engine.bus.add(control)
-    engine.control = control
-    engine.memory = Lessons(store)
+    observers: list[Observer] = [*views, StoreObserver(store)]
     if spec.notify:
         from loope.notify import build_notifiers
 
-        for notifier in build_notifiers(spec.notify, store=store):
-            engine.bus.add(notifier)
+        observers += build_notifiers(spec.notify, store=store)
+    return Services(observers=observers, control=StoreControl(store), memory=Lessons(store))

@@ -10,6 +10,7 @@ import pytest
 from loope.agents.base import AgentEvent
 from loope.engine.bus import EventBus, ObserverFailed
 from loope.engine.loop import Engine
+from loope.engine.roster import Services
 from loope.enums import StopReason
 from loope.events import (
     EVENT_CLASSES,
@@ -105,7 +106,7 @@ def test_a_failing_observer_never_changes_a_run(project: Project, monkeypatch: p
     monkeypatch.delenv("LOOPE_STRICT_OBSERVERS")
     finished = Recorder()
     spec = LoopSpec(goal="a dry goal", workdir=project.path, implementer="stub", reviewers=["stub"], dry_run=True)
-    record = Engine(spec, observers=[Raises(), finished]).run()
+    record = Engine(spec, Services(observers=[Raises(), finished])).run()
     assert (record.status, record.converged) == ("converged", True)
     assert isinstance(finished.seen[-1], RunFinished)
     run_dir = project.runs()[-1]
@@ -117,4 +118,4 @@ def test_a_failing_observer_never_changes_a_run(project: Project, monkeypatch: p
 def test_in_strict_mode_a_failing_observer_fails_the_test_instead_of_the_run(project: Project):
     spec = LoopSpec(goal="a dry goal", workdir=project.path, implementer="stub", reviewers=["stub"], dry_run=True)
     with pytest.raises(ObserverFailed):
-        Engine(spec, observers=[Raises()]).run()
+        Engine(spec, Services(observers=[Raises()])).run()

@@ -81,13 +81,13 @@ def resume(run_ref: str, workdir: Path | None, **output: Any) -> int:
     """Continue RUN, whose runner died, after its last completed iteration."""
     from loope.engine.loop import Engine
     from loope.records.rundir import find_run
-    from loope.services import attach
+    from loope.services import for_project
 
     root = project_dir(workdir)
     rundir = find_run(root, run_ref)
     # A pending stop request is kept: it was made for this run (while its runner was dead, or
     # between `run --detach` and its background runner), and a refused resume must not erase it.
-    engine = Engine.resume(rundir, observers=views(**output), services=attach)
+    engine = Engine.resume(rundir, lambda spec: for_project(spec, views(**output)))
     engine.drive(first=engine.run_state.record.completed + 1)
     return engine.exit_code()
 

@@ -46,13 +46,14 @@ def gate_command() -> str:
 @click.command()
 @click.option("--keep", is_flag=True, help="Keep the example project afterwards (its path is printed).")
 @output_options
-def demo(keep: bool, **output: object) -> int:
+def demo(keep: bool, json_: bool, plain: bool, quiet: bool, color: str) -> int:
     """Copy a small Python package with a failing test to a temporary directory and loop on it.
 
     The bundled implementer's first attempt fails the tests; the failure is fed back; the second
     attempt fixes it and the bundled reviewer passes it.
     """
     from loope.engine.loop import Engine
+    from loope.engine.roster import Services
     from loope.records.report import render
     from loope.spec import build_spec
 
@@ -71,9 +72,9 @@ def demo(keep: bool, **output: object) -> int:
             project,
             use_config=False,
         )
-        engine = Engine(spec, observers=views(**output))  # type: ignore[arg-type]
+        engine = Engine(spec, Services(observers=views(json_, plain, quiet, color)))
         record = engine.run()
-        if not output.get("json_"):
+        if not json_:
             rundir = engine.run_state.rundir
             click.echo("")
             click.echo(render(rundir.read_json("run.json")).rstrip())

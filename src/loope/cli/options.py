@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from loope.events import Observer
 
 F = Callable[..., Any]
 
@@ -26,7 +29,7 @@ def output_options(func: F) -> F:
     return func
 
 
-def views(json_: bool = False, plain: bool = False, quiet: bool = False, color: str = "auto") -> list[Any]:
+def views(json_: bool = False, plain: bool = False, quiet: bool = False, color: str = "auto") -> list[Observer]:
     """The observers that show a run: JSON lines, plain lines, or the live view on a terminal."""
     if json_:
         from loope.ui.plain import JsonLines

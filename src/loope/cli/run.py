@@ -77,8 +77,9 @@ def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool,
         from loope.cli.control import start_detached
 
         return start_detached(spec)
-    engine = Engine(spec, observers=views(**output))
-    _attach_services(engine, spec)
+    from loope.services import for_project
+
+    engine = Engine(spec, for_project(spec, views(**output)))
     try:
         record = engine.run()
     except KeyboardInterrupt:
@@ -110,10 +111,3 @@ def _reviewers(repeated: tuple[str, ...], joined: str | None) -> list[str] | Non
     if joined:
         names += [n.strip() for n in joined.split(",") if n.strip()]
     return names or None
-
-
-def _attach_services(engine: Any, spec: Any) -> None:
-    """Hook the run into the project's store (control, index, memory) and its notifiers."""
-    from loope.services import attach
-
-    attach(engine, spec)

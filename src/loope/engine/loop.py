@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from loope.agents.base import Agent
 from loope.engine import decide as decisions
@@ -18,7 +16,7 @@ from loope.engine.prompts import PromptContext, changes_block, fenced, read_opti
 from loope.engine.recorders import EventsFile, ReportWriter
 from loope.engine.resume import discard, rewind
 from loope.engine.retry import limit_detail
-from loope.engine.roster import Agents, Control, LoopState, Memory
+from loope.engine.roster import NO_SERVICES, Agents, Services
 from loope.engine.state import Halt, RunnerLock, RunState
 from loope.engine.steps import AgentStep, StepRunner
 from loope.enums import AttemptVerdict, Role, StepKind, StopReason
@@ -29,7 +27,6 @@ from loope.events import (
     Decision,
     IterationFinished,
     IterationStarted,
-    Observer,
     ReviewerVerdict,
     ReviewFinished,
     RunFinished,
@@ -38,27 +35,28 @@ from loope.events import (
 from loope.records import ledger
 from loope.records import state as state_file
 from loope.records.atomic import append_line, write_text
-from loope.records.model import RunRecord, WorkspaceInfo, json_safe, now_iso
+from loope.records.model import (
+    Changes,
+    FileChange,
+    LoopState,
+    MetricSettings,
+    RunRecord,
+    WorkspaceInfo,
+    json_safe,
+    now_iso,
+)
 from loope.records.rundir import RunDir
 from loope.spec import LoopSpec
-from loope.workspace.git import FileChange
 from loope.workspace.guard import Guard
 from loope.workspace.workspace import LOOPE_DIR, Workspace
 
 
 class Engine:
-    def __init__(
-        self,
-        spec: LoopSpec,
-        *,
-        observers: Iterable[Observer] = (),
-        control: Control | None = None,
-        memory: Memory | None = None,
-    ) -> None:
+    def __init__(self, spec: LoopSpec, services: Services = NO_SERVICES) -> None:
         self.spec = spec
-        self.bus = EventBus(list(observers))
-        self.control = control
-        self.memory = memory
+        self.bus = EventBus(services.observers)
+        self.control = services.control
+        self.memory = services.memory
         self.agents = Agents.from_spec(spec)
         self.interrupted = False
         self.loop = LoopState()
@@ -107,9 +105,7 @@ class Engine:
             implementer=spec.implementer,
             reviewers=list(spec.reviewers),
             verify_cmd=spec.verify_cmd,
-            metric={"command": spec.metric_cmd, "direction": spec.direction, "target": spec.target}
-            if spec.metric_cmd
-            else None,
+            metric=MetricSettings(spec.metric_cmd, spec.direction, spec.target) if spec.metric_cmd else None,
             completed_head=workspace.base,
         )
         self._attach(rundir, workspace, record)
@@ -119,32 +115,23 @@ class Engine:
         return self.run_state
 
     @classmethod
-    def resume(
-        cls,
-        rundir: RunDir,
-        *,
-        observers: Iterable[Observer] = (),
-        control: Control | None = None,
-        memory: Memory | None = None,
-        services: Any = None,
-    ) -> Engine:
+    def resume(cls, rundir: RunDir, services: Callable[[LoopSpec], Services]) -> Engine:
         """Pick up a prepared or interrupted run after its last completed iteration.
 
         The cut-short iteration's changes are discarded and its steps set aside under
         ``agents/discarded/``; counters and budgets carry over from the completed ones.
+        ``services`` builds what the run is wired to from its saved spec.
         """
         spec = LoopSpec.model_validate_json((rundir / "spec.json").read_text(encoding="utf-8"))
         record = RunRecord.from_dict(rundir.read_json("run.json"))
-        engine = cls(spec, observers=observers, control=control, memory=memory)
+        engine = cls(spec, services(spec))
         if record.status != "running":
             raise LoopeError(
                 f"run {record.run_id} already finished ({record.status}); start a new one with `loope run`"
             )
         engine._lock(rundir)
-        if services is not None:
-            services(engine, spec)
         workspace = rewind(rundir, record)
-        engine.loop = LoopState(**record.loop) if record.loop else LoopState()
+        engine.loop = record.loop
         engine._attach(rundir, workspace, record)
         engine.run_state.next_step = max((s.id for s in record.steps), default=0) + 1
         engine.run_state.save()
@@ -168,6 +155,8 @@ class Engine:
         workspace.start_watching()
         record.pid = os.getpid()
         self._run = RunState(spec, rundir, workspace, record, self.bus, state_path)
+        if self.control is not None:
+            self.control.watch(rundir.run_id, self._run.cancel)
         self.guard = Guard(
             workspace,
             protect=spec.protect,
@@ -255,6 +244,8 @@ class Engine:
             self._finalize(reason, detail)
         finally:
             run.workspace.stop_watching()
+            if self.control is not None:
+                self.control.close()
             self.lock.release()
         return run.record
 
@@ -306,7 +297,7 @@ class Engine:
             state_text=read_optional(state_path),
             ledger=ledger.compact(
                 ledger.load(run.rundir / "ledger.jsonl"),
-                best=(run.record.best or {}).get("score"),
+                best=run.record.best_score,
                 metric=spec.metric_mode,
             ),
             feedback=self.loop.feedback,
@@ -385,7 +376,7 @@ class Engine:
             self._critique(n)
         run.record.completed = n
         run.record.completed_head = run.workspace.head
-        run.record.loop = json_safe(self.loop.__dict__)
+        run.record.loop = replace(self.loop)
         run.save()
         self.bus.emit(IterationFinished(iteration=n, stop=stop, totals=replace(run.record.totals)))
         if stop is not None:
@@ -499,13 +490,9 @@ class Engine:
             diffstat=f"{len(impl.changes)} file(s) +{added} −{removed}" if impl.changes else "no change",
             gate=None
             if gate is None
-            else {
-                "passed": gate.passed,
-                "exit_code": gate.exit_code,
-                "failures": [t for t, _ in gate.failures],
-            },
+            else ledger.GateSummary(gate.passed, gate.exit_code, [t for t, _ in gate.failures]),
             score=score,
-            best=(run.record.best or {}).get("score"),
+            best=run.record.best_score,
             verdict=verdict,
             violations=violations,
             reviews={s.record.adapter: s.record.verdict or "failed" for s in reviews},
@@ -516,8 +503,7 @@ class Engine:
         path = run.rundir / "ledger.jsonl"
         assert self.guard is not None
         previous = self.guard.sealed.get(path) or b""
-        line = json.dumps(attempt.__dict__, ensure_ascii=False) + "\n"
-        self.guard.write_sealed(path, previous + line.encode("utf-8"))
+        self.guard.write_sealed(path, previous + ledger.line(attempt).encode("utf-8"))
 
     # -- metric mode --------------------------------------------------------------------------
 
@@ -542,7 +528,7 @@ class Engine:
         changes: list[FileChange] = []
         try:
             changes = run.workspace.changes()
-            record.changes = {"files": [c.to_dict() for c in changes]}
+            record.changes = Changes(list(changes))
             write_text(run.rundir / "changes.diff", run.workspace.diff())
             write_text(run.rundir / "changed-files.txt", "".join(f"{c.path}\n" for c in changes))
         except LoopeError as exc:
@@ -561,7 +547,7 @@ class Engine:
                 converged=record.converged,
                 iterations=record.iterations,
                 totals=replace(record.totals),
-                best=dict(record.best) if record.best else None,
+                best=record.best,
                 baseline=record.baseline,
                 changes=changes,
                 workspace=replace(record.workspace),
@@ -576,6 +562,6 @@ class Engine:
             return EXIT_INTERRUPTED
         if record.converged:
             return EXIT_OK
-        if self.spec.metric_mode and record.best is not None and record.best.get("iteration", 0) > 0:
+        if self.spec.metric_mode and record.best is not None and record.best.iteration > 0:
             return EXIT_OK
         return EXIT_FAILED

@@ -9,7 +9,7 @@ from loope.engine.feedback import Findings
 from loope.engine.state import Halt
 from loope.enums import AttemptVerdict, StopReason
 from loope.events import AttemptScored, BaselineMeasured
-from loope.records.model import now_iso
+from loope.records.model import Best, now_iso
 from loope.spec import parse_min_improvement
 from loope.verify.metric import Measurement
 
@@ -57,7 +57,7 @@ class MetricSearch:
                 score=result.score,
                 runs=result.runs,
                 error=result.error,
-                best=(run.record.best or {}).get("score"),
+                best=run.record.best_score,
             )
         )
         return result
@@ -65,7 +65,7 @@ class MetricSearch:
     def set_best(self, score: float, iteration: int) -> None:
         run = self.engine.run_state
         assert self.engine.guard is not None
-        run.record.best = {"score": score, "iteration": iteration, "commit": run.workspace.head}
+        run.record.best = Best(score, iteration, run.workspace.head)
         self.engine.loop.best_commit = run.workspace.head
         self.engine.guard.write_sealed(run.rundir / "best", f"{score:g}\n".encode())
 
@@ -74,7 +74,7 @@ class MetricSearch:
     ) -> tuple[StopReason | None, str, AttemptVerdict, Findings]:
         run, spec = self.engine.run_state, self.engine.spec
         assert spec.direction is not None
-        best = (run.record.best or {}).get("score")
+        best = run.record.best_score
         decision = decisions.decide_metric(
             score=score if acceptable else None,
             best=best,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
@@ -74,7 +73,7 @@ def _truncate_ledger(rundir: RunDir, completed: int) -> None:
     path = rundir / "ledger.jsonl"
     if path.exists():
         kept = [a for a in ledger.load(path) if a.iteration <= completed]
-        write_text(path, "".join(json.dumps(a.__dict__, ensure_ascii=False) + "\n" for a in kept))
+        write_text(path, "".join(ledger.line(a) for a in kept))
     log = rundir / "score.log"
     if log.exists():
         lines = [ln for ln in log.read_text(encoding="utf-8").splitlines() if _score_iteration(ln) <= completed]

@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from loope.agents.base import Agent, AgentRequest, AgentResult
 from loope.agents.setback import Setback, iso, parse_reset
 from loope.engine.state import RunState
 from loope.events import LimitWait, StepRetry
 from loope.records.atomic import append_line, write_text
+from loope.records.model import Waiting
 from loope.text import local_clock
 
 MAX_DELAY_S = 600.0
@@ -130,11 +130,10 @@ class Attempts:
         self, until: float, *, step: int, iteration: int, adapter: str, setback: Setback, attempt: int, is_wait: bool
     ) -> bool:
         """Wait until ``until`` (Unix seconds); False when a stop came first."""
-        fields = {"step": step, "iteration": iteration, "adapter": adapter, "reason": setback.reason}
         if is_wait:
             assert setback.reset_at is not None
             return self.limit_wait(
-                {"kind": "usage_limit", "until": iso(until), "reset_at": iso(setback.reset_at), **fields}
+                Waiting("usage_limit", iso(until), iso(setback.reset_at), step, iteration, adapter, setback.reason)
             )
         delay = round(until - time.time(), 3)
         self.run.bus.emit(
@@ -150,24 +149,24 @@ class Attempts:
         )
         return wait_until(until, self.run.cancel.is_set, self.should_stop, self.run.cancel.wait)
 
-    def limit_wait(self, waiting: dict[str, Any]) -> bool:
+    def limit_wait(self, waiting: Waiting) -> bool:
         """Wait out a usage limit, recorded in run.json while it lasts; False when a stop came first.
 
         Also called with the ``waiting`` a killed runner left in run.json, so a resumed run waits too.
         """
         run = self.run
-        until = parse_reset(waiting.get("until")) or 0.0
+        until = parse_reset(waiting.until) or 0.0
         run.record.waiting = waiting
         run.save()
         run.bus.emit(
             LimitWait(
-                kind=str(waiting.get("kind") or "usage_limit"),
-                until=str(waiting.get("until") or ""),
-                reset_at=waiting.get("reset_at"),
-                step=int(waiting.get("step") or 0),
-                iteration=int(waiting.get("iteration") or 0),
-                adapter=str(waiting.get("adapter") or ""),
-                reason=waiting.get("reason"),
+                kind=waiting.kind,
+                until=waiting.until,
+                reset_at=waiting.reset_at,
+                step=waiting.step,
+                iteration=waiting.iteration,
+                adapter=waiting.adapter,
+                reason=waiting.reason,
             )
         )
         try:

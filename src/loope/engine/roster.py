@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from loope.agents import registry
 from loope.agents.base import Agent
 from loope.errors import LoopeError
+from loope.events import Observer
 from loope.records.model import RunRecord
 from loope.records.rundir import RunDir
 from loope.spec import LoopSpec
@@ -16,13 +19,32 @@ from loope.spec import LoopSpec
 class Control(Protocol):
     """Asked before every step whether someone (``loope stop``, the MCP tool) wants the run to stop."""
 
+    def watch(self, run_id: str, cancel: threading.Event) -> None:
+        """From now until :meth:`close`, set ``cancel`` when the step in flight must be killed (``stop --now``)."""
+
     def stop_requested(self) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 class Memory(Protocol):
+    """Lessons from earlier runs: recalled into the prompt, and one kept when a run ends."""
+
     def recall(self, goal: str, *, exclude: str | None = None) -> str: ...
 
     def remember(self, record: RunRecord, rundir: RunDir) -> None: ...
+
+
+@dataclass(frozen=True)
+class Services:
+    """What a run is wired to, built by its caller: who watches (observers), who may stop it, what it remembers."""
+
+    observers: Sequence[Observer] = ()
+    control: Control | None = None
+    memory: Memory | None = None
+
+
+NO_SERVICES = Services()
 
 
 @dataclass
@@ -65,19 +87,3 @@ class Agents:
             verifier=make(spec.verifier),
             critic=make(spec.critic),
         )
-
-
-@dataclass
-class LoopState:
-    """What one iteration hands the next; saved in run.json so a resumed run picks it up."""
-
-    feedback: str = ""
-    feedback_key: list[str] = field(default_factory=list)
-    """What the feedback says, without iteration numbers or timings: tells fresh feedback from a repeat."""
-    previous_failures: list[str] | None = None
-    streak: int = 0
-    idle: int = 0
-    best_commit: str | None = None
-    critique: str = ""
-    summaries: list[str] = field(default_factory=list)
-    last_response: str = ""

@@ -26,10 +26,9 @@ from loope.events import (
     VerifyFinished,
 )
 from loope.records.atomic import append_line, write_text
-from loope.records.model import StepRecord
+from loope.records.model import FileChange, StepRecord
 from loope.verify.gate import GateResult, pid_recorder, read_output, run_gate, run_shell
 from loope.verify.metric import Measurement
-from loope.workspace.git import FileChange
 from loope.workspace.guard import Guard
 
 T = TypeVar("T")
@@ -42,10 +41,6 @@ class AgentStep:
     dir: Path
     changes: list[FileChange] = field(default_factory=list)
     verdict: Verdict | None = None
-
-
-def files_of(changes: list[FileChange]) -> list[dict[str, object]]:
-    return [c.to_dict() for c in changes]
 
 
 class StepRunner:
@@ -157,7 +152,7 @@ class StepRunner:
         if violations:
             self.run.bus.emit(GuardViolations(step=record.id, iteration=record.iteration, violations=violations))
         record.changed_files = [c.path for c in step.changes]
-        record.files = files_of(step.changes)
+        record.files = list(step.changes)
         record.violations = violations
         self.run.add_step(record)
         self.run.bus.emit(

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from loope.errors import LoopeError
 
 if TYPE_CHECKING:
     from loope.events import Observer
+    from loope.store.db import Store
 
 KINDS = ("slack", "webhook", "cmd")
 USAGE = "use slack:CHANNEL, webhook:URL or cmd:COMMAND"
@@ -80,7 +81,7 @@ def _check_url(what: str, url: str) -> None:
         ) from None
 
 
-def build_notifiers(specs: list[str], *, store: Any) -> list[Observer]:
+def build_notifiers(specs: list[str], *, store: Store) -> list[Observer]:
     """The observers for ``specs`` (``--notify`` values), in order, and a last one that drains them.
 
     ``store`` keeps the Slack message's id so a resumed run edits the same message.

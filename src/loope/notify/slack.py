@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from slack_sdk.web import WebClient
     from slack_sdk.web.slack_response import SlackResponse
 
+    from loope.store.db import Store
+
 API_URL_ENV = "LOOPE_SLACK_API_URL"
 TOKEN_ENV = "SLACK_BOT_TOKEN"
 TIMEOUT_S = 10
@@ -129,7 +131,7 @@ def _method(request: HttpRequest) -> str:
 class SlackNotifier:
     """Reports one run in one Slack channel (see the module docstring)."""
 
-    def __init__(self, channel: str, *, token: str, store: Any = None) -> None:
+    def __init__(self, channel: str, *, token: str, store: Store | None = None) -> None:
         self.channel = channel
         self.key = f"slack:{channel}"
         self.store = store

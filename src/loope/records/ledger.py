@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from loope.records.atomic import append_line
+from loope.records.serial import from_data, to_data
 
 RECENT = 5
 DEAD_ENDS = 8
+
+
+@dataclass(frozen=True)
+class GateSummary:
+    """What the ledger keeps of a gate run."""
+
+    passed: bool
+    exit_code: int | None
+    failures: list[str] = field(default_factory=list)
+    """The failing checks' names."""
 
 
 @dataclass
@@ -20,8 +29,7 @@ class Attempt:
     """The first lines of the implementer's final message."""
     changed_files: list[str] = field(default_factory=list)
     diffstat: str = ""
-    gate: dict[str, Any] | None = None
-    """passed, exit_code, failures[]"""
+    gate: GateSummary | None = None
     score: float | None = None
     best: float | None = None
     verdict: str = "kept"
@@ -39,11 +47,9 @@ def summarize(message: str, *, lines: int = 3, chars: int = 300) -> str:
     return text[:chars] + ("…" if len(text) > chars else "")
 
 
-def append(path: Path, attempt: Attempt) -> str:
-    """Append ``attempt``; the line written (the runner keeps it to detect tampering)."""
-    line = json.dumps(asdict(attempt), ensure_ascii=False)
-    append_line(path, line)
-    return line
+def line(attempt: Attempt) -> str:
+    """``attempt`` as its ledger.jsonl line (newline included)."""
+    return json.dumps(to_data(attempt), ensure_ascii=False) + "\n"
 
 
 def load(path: Path) -> list[Attempt]:
@@ -56,8 +62,7 @@ def load(path: Path) -> list[Attempt]:
         except ValueError:
             continue
         if isinstance(data, dict):
-            names = Attempt.__dataclass_fields__
-            attempts.append(Attempt(**{k: v for k, v in data.items() if k in names}))
+            attempts.append(from_data(Attempt, data))
     return attempts
 
 
@@ -66,7 +71,7 @@ def _line(a: Attempt) -> str:
     if a.score is not None:
         parts.append(f"score {a.score:g}")
     if a.gate is not None:
-        parts.append("gate passed" if a.gate.get("passed") else "gate failed")
+        parts.append("gate passed" if a.gate.passed else "gate failed")
     if a.diffstat:
         parts.append(a.diffstat)
     if a.violations:

@@ -2,17 +2,38 @@
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
+
+from loope.enums import Direction
+from loope.records.serial import fields_data, from_data
 
 SCHEMA = 1
+
+ChangeStatus = Literal["added", "modified", "deleted"]
 
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file's change between two commits (run.json ``changes.files``, a step's ``files``)."""
+
+    path: str
+    status: ChangeStatus
+    added: int | None
+    """Lines added; None for a binary file."""
+    removed: int | None
+
+    @property
+    def stat(self) -> str:
+        """``+3 −1``, or ``binary``."""
+        if self.added is None or self.removed is None:
+            return "binary"
+        return f"+{self.added} −{self.removed}"
 
 
 @dataclass
@@ -35,8 +56,7 @@ class StepRecord:
     input_tokens: int = 0
     output_tokens: int = 0
     changed_files: list[str] = field(default_factory=list)
-    files: list[dict[str, Any]] = field(default_factory=list)
-    """Per file: path, status, added, removed."""
+    files: list[FileChange] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     commit: str | None = None
     model: str | None = None
@@ -75,6 +95,56 @@ class WorkspaceInfo:
     git_dir: str | None = None
 
 
+@dataclass(frozen=True)
+class MetricSettings:
+    command: str
+    direction: Direction | None
+    target: float | None
+
+
+@dataclass(frozen=True)
+class Best:
+    """The best score kept so far, and where (iteration 0 is the original tree)."""
+
+    score: float
+    iteration: int
+    commit: str | None = None
+
+
+@dataclass
+class Changes:
+    files: list[FileChange] = field(default_factory=list)
+
+
+@dataclass
+class LoopState:
+    """What one iteration hands the next; saved in run.json so a resumed run picks it up."""
+
+    feedback: str = ""
+    feedback_key: list[str] = field(default_factory=list)
+    """What the feedback says, without iteration numbers or timings: tells fresh feedback from a repeat."""
+    previous_failures: list[str] | None = None
+    streak: int = 0
+    idle: int = 0
+    best_commit: str | None = None
+    critique: str = ""
+    summaries: list[str] = field(default_factory=list)
+    last_response: str = ""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A usage limit the run waits out: until when (ISO 8601), and which step's agent said so."""
+
+    kind: str
+    until: str
+    reset_at: str | None
+    step: int
+    iteration: int
+    adapter: str
+    reason: str | None
+
+
 @dataclass
 class RunRecord:
     run_id: str
@@ -103,41 +173,30 @@ class RunRecord:
     implementer: str = ""
     reviewers: list[str] = field(default_factory=list)
     verify_cmd: str | None = None
-    metric: dict[str, Any] | None = None
+    metric: MetricSettings | None = None
     totals: Totals = field(default_factory=Totals)
-    best: dict[str, Any] | None = None
+    best: Best | None = None
     baseline: float | None = None
     steps: list[StepRecord] = field(default_factory=list)
-    changes: dict[str, Any] = field(default_factory=lambda: {"files": []})
+    changes: Changes = field(default_factory=Changes)
     state: dict[str, Any] | None = None
     """The state file's frontmatter as last read."""
-    loop: dict[str, Any] = field(default_factory=dict)
+    loop: LoopState = field(default_factory=LoopState)
     """What the next iteration needs from the last (feedback, counters); lets a run resume."""
-    waiting: dict[str, Any] | None = None
-    """While the run waits out a usage limit: ``kind, until, reset_at`` (ISO 8601), ``step, adapter, reason``."""
-    started_monotonic: float = field(default_factory=time.monotonic, repr=False)
+    waiting: Waiting | None = None
+    """Set while the run waits out a usage limit."""
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data.pop("started_monotonic")
-        return data
+        return fields_data(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunRecord:
-        known = {f.name for f in dataclasses.fields(cls)} - {"started_monotonic"}
-        values = {k: v for k, v in data.items() if k in known}
-        values["workspace"] = WorkspaceInfo(**_known(WorkspaceInfo, data["workspace"]))
-        values["totals"] = Totals(**_known(Totals, data.get("totals", {})))
-        values["steps"] = [StepRecord(**_known(StepRecord, s)) for s in data.get("steps", [])]
-        return cls(**values)
+        """A record from run.json, as any earlier loope wrote it."""
+        return from_data(cls, data)
 
-    def step_dirs_of(self, iteration: int) -> list[str]:
-        return [s.dir for s in self.steps if s.iteration == iteration]
-
-
-def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in data.items() if k in names}
+    @property
+    def best_score(self) -> float | None:
+        return self.best.score if self.best else None
 
 
 def json_safe(value: Any) -> Any:

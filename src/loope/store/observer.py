@@ -73,24 +73,27 @@ class StoreObserver:
 
 
 class StoreControl:
-    """Answers the engine's "stop?" before every step, and kills the step in flight on ``stop --now``.
-
-    It watches for ``stop --now`` from the run's ``run_started`` (the engine's run state exists by
-    then, and its cancel event is taken from the public ``run_state``) to its ``run_finished``.
-    """
+    """Answers the engine's "stop?" before every step, and kills the step in flight on ``stop --now``."""
 
     POLL_S = 0.5
 
-    def __init__(self, store: Store, engine: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
-        self.engine = engine
         self.run_id = ""
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def watch(self, run_id: str, cancel: threading.Event) -> None:
+        """Poll for ``stop --now`` on a thread of its own, until :meth:`close`."""
+        self.run_id = run_id
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._watch, args=(run_id, cancel), name="loope-stop-watch", daemon=True
+            )
+            self._thread.start()
+
     def stop_requested(self) -> bool:
-        run_id = self.run_id or str(self.engine.bus.run_id)
-        return bool(run_id) and self.store.stop_flags(run_id)[0]
+        return bool(self.run_id) and self.store.stop_flags(self.run_id)[0]
 
     def _watch(self, run_id: str, cancel: threading.Event) -> None:
         while not self._done.wait(self.POLL_S):
@@ -103,14 +106,3 @@ class StoreControl:
 
     def close(self) -> None:
         self._done.set()
-
-    def on_event(self, event: Event) -> None:
-        if isinstance(event, RunStarted) and self._thread is None:
-            self.run_id = event.run_id
-            cancel: threading.Event = self.engine.run_state.cancel
-            self._thread = threading.Thread(
-                target=self._watch, args=(event.run_id, cancel), name="loope-stop-watch", daemon=True
-            )
-            self._thread.start()
-        elif isinstance(event, RunFinished):
-            self.close()

@@ -19,6 +19,7 @@ from loope.events import (
     VerifyFinished,
 )
 from loope.records.report import files_text
+from loope.records.serial import to_data
 
 ICONS = {"edit": "✎", "write": "✎", "read": "◦", "command": "▸", "search": "⌕", "other": "·"}
 
@@ -45,7 +46,7 @@ def summary_lines(event: RunFinished) -> list[str]:
     out = [outcome_line(record)]
     totals = f"{money(record)}"
     if event.best:
-        totals += f" · best score {event.best['score']:g} (baseline {event.baseline})"
+        totals += f" · best score {event.best.score:g} (baseline {event.baseline})"
     out.append(totals)
     short = event.run_id.split("-", maxsplit=1)[0]
     if event.changes:
@@ -110,7 +111,7 @@ def _step_finished(event: StepFinished) -> str:
     if event.cost_usd:
         parts.append(f"${event.cost_usd:.4f}")
     if event.files:
-        parts.append(files_text([f.to_dict() for f in event.files]))
+        parts.append(files_text(to_data(event.files)))
     elif event.role in ("implementer", "designer"):
         parts.append("no changes")
     return "  ".join(parts)

@@ -11,12 +11,11 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from loope.errors import LoopeError
 from loope.proc import ProcResult, run_process
+from loope.records.model import ChangeStatus, FileChange
 
-ChangeStatus = Literal["added", "modified", "deleted"]
 _STATUS: dict[str, ChangeStatus] = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
 
 _IDENTITY = {
@@ -30,27 +29,6 @@ _CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "-c",
 
 class GitError(LoopeError):
     """A git command failed where it should not have."""
-
-
-@dataclass(frozen=True)
-class FileChange:
-    """One file's change between two commits."""
-
-    path: str
-    status: ChangeStatus
-    added: int | None
-    """Lines added; None for a binary file."""
-    removed: int | None
-
-    def to_dict(self) -> dict[str, object]:
-        return {"path": self.path, "status": self.status, "added": self.added, "removed": self.removed}
-
-    @property
-    def stat(self) -> str:
-        """``+3 −1``, or ``binary``."""
-        if self.added is None or self.removed is None:
-            return "binary"
-        return f"+{self.added} −{self.removed}"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from loope.records.atomic import write_bytes
-from loope.workspace.git import FileChange
+from loope.records.model import FileChange
 from loope.workspace.workspace import LOOPE_DIR, Workspace
 
 ALWAYS_PROTECTED = ("loope.toml",)

@@ -16,7 +16,8 @@ from loope.enums import WorkspaceMode
 from loope.errors import LoopeError
 from loope.proc import run_process
 from loope.records.atomic import write_text
-from loope.workspace.git import FileChange, Git, toplevel
+from loope.records.model import FileChange
+from loope.workspace.git import Git, toplevel
 from loope.workspace.watch import Watcher
 
 LOOPE_DIR = ".loope"
