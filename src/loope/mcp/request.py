@@ -111,7 +111,7 @@ def describe(error: Mapping[str, Any]) -> str:
         return f"{field} is required"
     if kind == "literal_error" and field == "action":
         return f"action must be one of {', '.join(ACTIONS)} (got {given!r})"
-    if kind == "literal_error":
+    if kind in ("literal_error", "enum"):
         return f"{field} must be {ctx.get('expected')} (got {given!r})"
     limits = {
         "less_than_equal": ("at most", "le"),
