@@ -112,6 +112,7 @@ GATE = f"{PYTHON} -m pytest -q -p no:cacheprovider"
 # DESIGN.md, Events: the closed set of event types (written out here, not imported, to test the contract).
 EVENT_TYPES = {
     "run_started",
+    "baseline",
     "iteration_started",
     "step_started",
     "agent_event",

@@ -159,6 +159,21 @@ class MetricStepFinished(StepFinished):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Baseline(Event):
+    """The gate, run once on the starting tree before iteration 1 (run.json ``gate_baseline``)."""
+
+    type: ClassVar[str] = "baseline"
+    command: str
+    passed: bool
+    exit_code: int | None
+    failing: int
+    """How many checks failed (the first 20 are in ``failures``)."""
+    failures: list[str]
+    duration_s: float
+    dir: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepRetry(Event):
     """An agent step failed for a transient reason and is tried again after ``delay_s``."""
 

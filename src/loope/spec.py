@@ -118,6 +118,8 @@ class LoopSpec(BaseModel):
     """Times a step that failed transiently (HTTP 429/5xx/529, a dropped connection) is tried again."""
     retry_delay: float = Field(default=15.0, gt=0, le=3600)
     """Seconds before the first retry; each next one waits twice as long (with jitter), at most 10 minutes."""
+    baseline: bool = True
+    """Run the gate once on the starting tree before iteration 1 (``--no-baseline`` skips it)."""
     no_wait: bool = False
     """Stop as ``usage_limited`` when an agent hits its plan's usage limit, instead of waiting for the reset."""
 
@@ -233,6 +235,8 @@ def _normalize(layer: Mapping[str, Any]) -> dict[str, Any]:
         out = {**PRESETS[preset], **out}
     if out.pop("no_review", False):
         out["reviewers"] = []
+    if out.pop("no_baseline", False):
+        out["baseline"] = False
     for key in _DURATIONS:
         if key in out:
             out[key] = parse_duration(out[key], what=f"--{key.replace('_', '-')}")

@@ -41,10 +41,12 @@ class FailFirst:
 
     def __call__(self, request):
         with self._lock:
-            if getattr(request, "main", True) and self.failed < self.times:
+            main = getattr(request, "main", True)
+            if main and self.failed < self.times:
                 self.failed += 1
                 return self.failure() if callable(self.failure) else self.failure
-            self.answered_at.append(time.time())
+            if main:
+                self.answered_at.append(time.time())
         return self.then(request)
 
 
@@ -112,8 +114,13 @@ def test_claude_persistent_500_ends_as_step_failed_after_the_retries(project, cl
 
 
 def test_claude_plan_limit_is_waited_out_until_its_exact_reset(project, cli, use_claude, model_server):
-    reset_at = time.time() + 3
-    script = FailFirst(1, lambda: plan_limit(reset_at), claude_fixer)
+    resets: list[float] = []
+
+    def limited() -> Fail:
+        resets.append(time.time() + 3)  # a few seconds after the refused request, however slow the start was
+        return plan_limit(resets[-1])
+
+    script = FailFirst(1, limited, claude_fixer)
     use_claude(script, subscription=True)
 
     result = run_loop(cli, project, "--implementer", "claude", "--retries", "0")
@@ -126,7 +133,7 @@ def test_claude_plan_limit_is_waited_out_until_its_exact_reset(project, cli, use
     types = [e["type"] for e in events]
     assert types.index("limit_wait") < types.index("step_finished")
     # The reset comes from the rate_limit_event's resetsAt (Unix seconds), not the rounded "resets 9:45am".
-    assert wait["reset_at"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(reset_at)))
+    assert wait["reset_at"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(resets[0])))
     reset = parse_reset(wait["reset_at"])
     assert reset is not None
     assert script.answered_at

@@ -29,7 +29,15 @@ def finished(project, agent_script, cli):  # type: ignore[no-untyped-def]
     project.write("old.txt", "old\n")
     project.commit("old")
     result = cli(
-        "run", "fix add", "--implementer", agent_script(CHANGE), "--no-review", "--verify-cmd", "true", cwd=project.path
+        "run",
+        "fix add",
+        "--implementer",
+        agent_script(CHANGE),
+        "--no-review",
+        "--verify-cmd",
+        "true",
+        "--no-baseline",
+        cwd=project.path,
     )
     assert result.exit_code == 0, result.out + result.err
     return project
@@ -118,7 +126,15 @@ def test_a_symlinked_directory_leading_outside_the_target_is_refused(project, ag
     project.commit("pkg")
     body = FIX + "pathlib.Path('pkg/mod.py').write_text('VALUE = 2\\n')\n"
     result = cli(
-        "run", "edit", "--implementer", agent_script(body), "--no-review", "--verify-cmd", "true", cwd=project.path
+        "run",
+        "edit",
+        "--implementer",
+        agent_script(body),
+        "--no-review",
+        "--verify-cmd",
+        "true",
+        "--no-baseline",
+        cwd=project.path,
     )
     assert result.exit_code == 0, result.out + result.err
     outside = tmp_path / "outside"
@@ -141,7 +157,15 @@ def test_a_symlinked_directory_leading_outside_the_target_is_refused(project, ag
 def test_a_symlink_the_run_made_to_outside_is_refused(project, agent_script, cli):
     body = FIX + "os.symlink('/etc/passwd', 'leak')\n"
     result = cli(
-        "run", "edit", "--implementer", agent_script(body), "--no-review", "--verify-cmd", "true", cwd=project.path
+        "run",
+        "edit",
+        "--implementer",
+        agent_script(body),
+        "--no-review",
+        "--verify-cmd",
+        "true",
+        "--no-baseline",
+        cwd=project.path,
     )
     assert result.exit_code == 0, result.out + result.err
     refused = cli("apply", "0001", cwd=project.path)
@@ -155,7 +179,15 @@ def test_apply_a_copy_run_of_a_directory_outside_git(tmp_path, agent_script, cli
     plain = Project(tmp_path / "plain")
     plain.write("calc.py", "def add(a, b):\n    return a - b\n")
     result = cli(
-        "run", "fix add", "--implementer", agent_script(FIX), "--no-review", "--verify-cmd", "true", cwd=plain.path
+        "run",
+        "fix add",
+        "--implementer",
+        agent_script(FIX),
+        "--no-review",
+        "--verify-cmd",
+        "true",
+        "--no-baseline",
+        cwd=plain.path,
     )
     assert result.exit_code == 0, result.out + result.err
     assert plain.run_json()["workspace"]["mode"] == "copy"
@@ -169,7 +201,19 @@ def test_apply_a_run_started_in_a_subdirectory_lands_in_that_subdirectory(projec
     project.commit("pkg")
     sub = project.path / "pkg"
     body = "pathlib.Path('mod.txt').write_text('two\\n')"
-    result = cli("run", "edit", "--implementer", agent_script(body), "--no-review", "--verify-cmd", "true", cwd=sub)
+    result = cli(
+        "run",
+        "edit",
+        "--implementer",
+        agent_script(body),
+        "--no-review",
+        "--verify-cmd",
+        "true",
+        "--no-baseline",
+        "--workdir",  # without it, a run from a subdirectory works on the whole repository
+        str(sub),
+        cwd=sub,
+    )
     assert result.exit_code == 0, result.out + result.err
     applied = cli("apply", "0001", cwd=sub)
     assert applied.exit_code == 0, applied.out + applied.err
@@ -205,7 +249,15 @@ def test_apply_after_a_run_from_a_dirty_tree_keeps_the_users_uncommitted_work(pr
     project.write("README.md", "committed\nmine, uncommitted\n")
     body = FIX + "readme = pathlib.Path('README.md')\nreadme.write_text(readme.read_text() + 'the agent\\'s line\\n')\n"
     result = cli(
-        "run", "fix", "--implementer", agent_script(body), "--no-review", "--verify-cmd", "true", cwd=project.path
+        "run",
+        "fix",
+        "--implementer",
+        agent_script(body),
+        "--no-review",
+        "--verify-cmd",
+        "true",
+        "--no-baseline",
+        cwd=project.path,
     )
     assert result.exit_code == 0, result.out + result.err
     applied = cli("apply", "0001", cwd=project.path)
@@ -217,7 +269,7 @@ def test_apply_after_a_run_from_a_dirty_tree_keeps_the_users_uncommitted_work(pr
 def test_apply_an_in_place_run_finds_everything_already_there(project, agent_script, cli):
     result = cli(
         "run", "fix", "--workspace", "in-place", "--implementer", agent_script(FIX), "--no-review",
-        "--verify-cmd", "true", cwd=project.path,
+        "--verify-cmd", "true", "--no-baseline", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     before = snapshot(project.path)
@@ -234,7 +286,15 @@ def test_binary_files_and_odd_names_land_byte_for_byte(project, agent_script, cl
         "pathlib.Path('my notes ü.md').write_text('spaces and unicode\\n')\n"
     )
     result = cli(
-        "run", "add", "--implementer", agent_script(body), "--no-review", "--verify-cmd", "true", cwd=project.path
+        "run",
+        "add",
+        "--implementer",
+        agent_script(body),
+        "--no-review",
+        "--verify-cmd",
+        "true",
+        "--no-baseline",
+        cwd=project.path,
     )
     assert result.exit_code == 0, result.out + result.err
     files = {f["path"]: f for f in project.run_json()["changes"]["files"]}
@@ -251,7 +311,15 @@ def test_binary_files_and_odd_names_land_byte_for_byte(project, agent_script, cl
 def test_a_file_where_the_run_has_a_directory_and_the_reverse_are_refused(project, agent_script, cli, force):
     body = "pathlib.Path('docs').mkdir()\npathlib.Path('docs/x.md').write_text('x\\n')\n"
     result = cli(
-        "run", "add", "--implementer", agent_script(body), "--no-review", "--verify-cmd", "true", cwd=project.path
+        "run",
+        "add",
+        "--implementer",
+        agent_script(body),
+        "--no-review",
+        "--verify-cmd",
+        "true",
+        "--no-baseline",
+        cwd=project.path,
     )
     assert result.exit_code == 0, result.out + result.err
     project.write("docs", "a file of mine\n")
@@ -262,7 +330,15 @@ def test_a_file_where_the_run_has_a_directory_and_the_reverse_are_refused(projec
 
     body = "pathlib.Path('notes').write_text('n\\n')\n"
     result = cli(
-        "run", "add", "--implementer", agent_script(body), "--no-review", "--verify-cmd", "true", cwd=project.path
+        "run",
+        "add",
+        "--implementer",
+        agent_script(body),
+        "--no-review",
+        "--verify-cmd",
+        "true",
+        "--no-baseline",
+        cwd=project.path,
     )
     assert result.exit_code == 0, result.out + result.err
     project.write("notes/mine.txt", "mine\n")

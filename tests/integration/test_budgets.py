@@ -90,7 +90,7 @@ def test_max_tokens_stops_after_the_step_that_crossed_it(project, agent_script, 
 
 def test_max_time_stops_a_run_that_outlives_it(project, agent_script, cli):
     sleeper = agent_script("import time\ntime.sleep(3)\n" + WRONG)
-    result = run_loop(cli, project, sleeper, "--max-iters", "10", "--max-time", "2s")
+    result = run_loop(cli, project, sleeper, "--max-iters", "10", "--max-time", "2s", "--no-baseline")
     assert result.exit_code == 1, result.out + result.err
     run = project.run_json()
     assert (run["status"], run["stop_reason"], run["iterations"]) == ("budget_exceeded", "budget_exceeded", 1)

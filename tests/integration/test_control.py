@@ -437,7 +437,7 @@ def test_resume_of_a_finished_run_is_refused(project, agent_script, cli):
     result = cli("resume", run_id, cwd=project.path)
     assert result.exit_code == 2
     line = one_error_line(result.err)
-    assert f"run {run_id} already finished (converged); start a new one with `loope run`" in line
+    assert f"run {run_id} already finished (converged); go on with `loope continue {run_id} --goal TEXT`" in line
     assert (project.runs()[-1] / "run.json").read_text() == before
 
 

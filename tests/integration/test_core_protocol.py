@@ -181,6 +181,7 @@ def test_quiet_prints_only_the_summary(project, agent_script, cli):
         "--no-review",
         "--verify-cmd",
         "true",
+        "--no-baseline",
         "--quiet",
         cwd=project.path,
     )

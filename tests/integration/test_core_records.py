@@ -240,7 +240,19 @@ def test_a_run_started_from_a_subdirectory_records_in_the_workdir(project, agent
     (sub / "mod.txt").write_text("one\n")
     project.commit("pkg")
     body = "pathlib.Path('mod.txt').write_text('two\\n')"
-    result = cli("run", "edit", "--implementer", agent_script(body), "--no-review", "--verify-cmd", "true", cwd=sub)
+    result = cli(
+        "run",
+        "edit",
+        "--implementer",
+        agent_script(body),
+        "--no-review",
+        "--verify-cmd",
+        "true",
+        "--no-baseline",
+        "--workdir",  # a subdirectory as the workdir (without it, the repository root is)
+        str(sub),
+        cwd=sub,
+    )
     assert result.exit_code == 0, result.out + result.err
     run = json.loads(next((sub / ".loope" / "runs").iterdir()).joinpath("run.json").read_text())
     assert Path(run["workspace"]["path"]).name == "pkg"  # the agents work in the workdir's counterpart

@@ -21,6 +21,7 @@ def two_runs(project, agent_script, cli):  # type: ignore[no-untyped-def]
         "--no-review",
         "--verify-cmd",
         "true",
+        "--no-baseline",
         cwd=project.path,
     )
     assert first.exit_code == 0, first.out + first.err

@@ -156,7 +156,7 @@ def test_blocked_goes_on_and_status_shows_the_notes(project, agent_script, cli):
     """
     result = cli(
         "run", "wire payments", "--implementer", agent_script(body), "--no-review", "--verify-cmd", "true",
-        "--max-iters", "3", cwd=project.path,
+        "--no-baseline", "--max-iters", "3", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 1
     run = project.run_json()
@@ -206,7 +206,7 @@ def test_a_deleted_or_corrupt_state_file_does_not_crash_the_run(project, agent_s
     """
     result = cli(
         "run", "write work", "--implementer", agent_script(body), "--no-review", "--verify-cmd", "true",
-        "--max-iters", "3", cwd=project.path,
+        "--no-baseline", "--max-iters", "3", cwd=project.path,
     )  # fmt: skip
     # A passing gate: the run converges after iteration 1 whatever became of the state file.
     assert result.exit_code == 0, result.out + result.err

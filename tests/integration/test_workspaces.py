@@ -182,7 +182,7 @@ def test_in_place_in_a_directory_outside_git(tmp_path, agent_script, cli):
     plain.write("calc.py", "def add(a, b):\n    return a - b\n")
     result = cli(
         "run", "fix add", "--workspace", "in-place", "--implementer", agent_script(FIX), "--no-review",
-        "--verify-cmd", "true", cwd=plain.path,
+        "--verify-cmd", "true", "--no-baseline", cwd=plain.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     assert plain.read("calc.py") == FIXED_CALC
@@ -196,7 +196,15 @@ def test_a_run_in_a_repository_without_commits(tmp_path, agent_script, cli):
     fresh.git("init", "-q", "-b", "main")
     fresh.write("calc.py", "def add(a, b):\n    return a - b\n")
     result = cli(
-        "run", "fix add", "--implementer", agent_script(FIX), "--no-review", "--verify-cmd", "true", cwd=fresh.path
+        "run",
+        "fix add",
+        "--implementer",
+        agent_script(FIX),
+        "--no-review",
+        "--verify-cmd",
+        "true",
+        "--no-baseline",
+        cwd=fresh.path,
     )
     assert result.exit_code == 0, result.out + result.err
     run = fresh.run_json()
@@ -232,7 +240,7 @@ def test_an_agent_that_deletes_the_workspace_git_cannot_reach_the_users_reposito
     body = "import shutil\nshutil.rmtree('.git') if os.path.isdir('.git') else os.remove('.git')\n" + FIX
     result = cli(
         "run", "fix add", "--workspace", mode, "--implementer", agent_script(body), "--no-review",
-        "--verify-cmd", "true", cwd=project.path,
+        "--verify-cmd", "true", "--no-baseline", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 1, result.out + result.err
     assert "Traceback" not in result.out + result.err

@@ -8,7 +8,6 @@ variables set. A stdout line holding a JSON object whose ``type`` is ``usage``, 
 from __future__ import annotations
 
 import shlex
-import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, cast
@@ -18,59 +17,10 @@ from loope.agents.jsonl import json_object
 from loope.agents.process import ProcessAgent, Session
 from loope.agents.setback import Setback, limit, parse_reset, transient
 from loope.proc import ProcResult
+from loope.shell import missing_program
 from loope.text import amount, count
 
 _ACTIONS = frozenset({"edit", "write", "read", "command", "search", "other"})
-# Words the shell resolves itself: a command starting with one needs no program on PATH.
-_SHELL_WORDS = frozenset(
-    {
-        "!",
-        ".",
-        ":",
-        "[",
-        "[[",
-        "{",
-        "(",
-        "alias",
-        "bg",
-        "break",
-        "case",
-        "cd",
-        "command",
-        "continue",
-        "echo",
-        "eval",
-        "exec",
-        "exit",
-        "export",
-        "false",
-        "fg",
-        "for",
-        "function",
-        "getopts",
-        "hash",
-        "if",
-        "kill",
-        "printf",
-        "pwd",
-        "read",
-        "readonly",
-        "return",
-        "set",
-        "shift",
-        "test",
-        "times",
-        "trap",
-        "true",
-        "type",
-        "ulimit",
-        "umask",
-        "unset",
-        "until",
-        "wait",
-        "while",
-    }
-)
 
 
 class ExecAgent(ProcessAgent):
@@ -96,25 +46,12 @@ class ExecAgent(ProcessAgent):
         """Why the command cannot run from ``workdir``, or None."""
         try:
             words = shlex.split(self.command)
-        except ValueError as exc:
-            return f"exec:{self.command}: cannot parse the command ({exc}); check its quotes"
-        if not words or not words[0]:
+        except ValueError:
+            words = [self.command]  # missing_program says what is wrong with the quotes
+        if not words or not words[0].strip():
             return "exec: needs a command, for example exec:./agent.sh"
-        program = words[0]
-        if program in _SHELL_WORDS or "=" in program or program[0] in "({$`":
-            return None
-        if "/" in program:
-            path = Path(program).expanduser()
-            if not path.is_absolute():
-                path = workdir / path
-            if path.exists():
-                return None
-        elif shutil.which(program):
-            return None
-        return (
-            f"exec:{self.command}: command not found: {program}; give a path that exists from the workdir"
-            " or a program on PATH"
-        )
+        problem = missing_program(self.command, workdir)
+        return f"exec:{self.command}: {problem}" if problem else None
 
     def parse_line(self, line: str, session: Session) -> Iterable[AgentEvent]:
         setback = _setback_from_json(line)

@@ -19,18 +19,20 @@ from loope.cli.options import project_dir
 @click.option("--delete", is_flag=True, help="Also delete the files the run deleted.")
 @click.option("--force", is_flag=True, help="Overwrite files changed since the run started.")
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
-def apply(run_ref: str, workdir: Path | None, delete: bool, force: bool, dry_run: bool) -> int:
+@click.option("--commit", is_flag=True, help="Also commit the change on the current branch, as one commit.")
+def apply(run_ref: str, workdir: Path | None, *, delete: bool, force: bool, dry_run: bool, commit: bool) -> int:
     """Land RUN's changes: added and changed files, deletions only with --delete."""
     from loope.errors import EXIT_FAILED, LoopeError
     from loope.records.model import RunRecord
     from loope.records.rundir import find_run
     from loope.workspace import apply as landing
 
+    here = project_dir(None)
     if workdir is None:
-        rundir = find_run(Path.cwd(), run_ref)
+        rundir = find_run(here, run_ref)
     else:
         try:
-            rundir = find_run(Path.cwd(), run_ref)
+            rundir = find_run(here, run_ref)
         except LoopeError:
             rundir = find_run(project_dir(workdir), run_ref)
     record = RunRecord.from_dict(rundir.read_json("run.json"))
@@ -54,6 +56,16 @@ def apply(run_ref: str, workdir: Path | None, delete: bool, force: bool, dry_run
         click.echo("dry run: nothing was written")
         return 0
     landing.apply(git, target, planned)
-    written = sum(1 for p in planned if p.action in ("add", "update", "delete"))
-    click.echo(f"applied {written} file(s) from {record.run_id} to {target}")
+    written = [p.path for p in planned if p.action in ("add", "update", "delete")]
+    click.echo(f"applied {len(written)} file(s) from {record.run_id} to {target}")
+    if record.stop_reason != "converged":
+        click.echo(f"note: run {record.run_id} did not converge ({record.stop_reason}); review before you keep it")
+    if commit and written:
+        from loope.records import ledger
+        from loope.workspace.landing import commit_applied, landing_message
+
+        attempts = ledger.load(rundir / "ledger.jsonl")
+        summary = attempts[-1].summary if attempts else ""
+        sha = commit_applied(target, written, landing_message(record, summary))
+        click.echo(f"committed {sha[:10]}: {landing_message(record, '').splitlines()[0]}")
     return 0

@@ -92,6 +92,44 @@ def resume(run_ref: str, workdir: Path | None, **output: Any) -> int:
     return engine.exit_code()
 
 
+@click.command("continue")
+@click.argument("run_ref", metavar="RUN")
+@click.option("--max-iters", type=int, metavar="N", help="Iterations to add. [default: as many as the first run had]")
+@click.option("--max-cost", type=float, metavar="USD", help="USD to add to what the run has spent.")
+@click.option("--max-time", metavar="DUR", help="Wall time to add (90s, 30m, 2h).")
+@click.option("--goal", metavar="TEXT", help="A new goal (needed to continue a run that converged).")
+@workdir_option
+@output_options
+def continue_(run_ref: str, workdir: Path | None, **options: Any) -> int:
+    """Continue RUN, which stopped, from its last completed iteration: same workspace, branch and memory."""
+    from loope.engine.loop import Engine
+    from loope.engine.segments import MoreBudget
+    from loope.errors import LoopeError
+    from loope.records.rundir import find_run
+    from loope.services import for_project
+    from loope.spec import parse_duration
+
+    root = project_dir(workdir)
+    rundir = find_run(root, run_ref)
+    max_iters, max_cost, max_time = (options.pop(k) for k in ("max_iters", "max_cost", "max_time"))
+    if max_iters is not None and max_iters < 1:
+        raise LoopeError(f"--max-iters: must be at least 1 (got {max_iters})")
+    if max_cost is not None and max_cost <= 0:
+        raise LoopeError(f"--max-cost: must be more than zero (got {max_cost:g})")
+    seconds = parse_duration(max_time, what="--max-time") if max_time is not None else None
+    more = MoreBudget(max_iters=max_iters, max_cost=max_cost, max_time=seconds, goal=options.pop("goal"))
+
+    def clear_spent_stop() -> None:
+        # Under the run's lock, before its runner watches for stops: the stop that ended it is spent.
+        open_store(root).update_run(rundir.run_id, interrupt=0, interrupt_now=0)
+
+    engine = Engine.resume(
+        rundir, lambda spec: for_project(spec, views(**options)), more=more, on_locked=clear_spent_stop
+    )
+    engine.drive(first=engine.run_state.record.completed + 1)
+    return engine.exit_code()
+
+
 def start_detached(spec: Any) -> int:
     """``loope run --detach``: print the run id of a run now driven in the background."""
     from loope.control import start_detached as start

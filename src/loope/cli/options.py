@@ -62,12 +62,13 @@ def workdir_option(func: F) -> F:
 
 
 def project_dir(workdir: Any) -> Any:
-    """The project directory: --workdir, else the current one; an error when it does not exist."""
+    """The project directory: --workdir, else the one the current directory is in; an error when it does not exist."""
     from pathlib import Path
 
     from loope.errors import LoopeError
+    from loope.root import project_root
 
-    path = Path(workdir or Path.cwd()).expanduser()
+    path = Path(workdir).expanduser() if workdir else Path(project_root())
     if not path.is_dir():
         raise LoopeError(f"workdir {path} does not exist or is not a directory; pass an existing --workdir")
     return path.resolve()

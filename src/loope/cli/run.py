@@ -48,6 +48,7 @@ from loope.cli.options import output_options, views
 @click.option("--timeout", metavar="SECS", help="Kill a step after this long. [default: 1800]")
 @click.option("--stall-after", type=int, metavar="N", help="Stop after N iterations without progress. [default: 2]")
 @click.option("--retries", type=int, metavar="N", help="Retries of a step that failed transiently. [default: 3]")
+@click.option("--no-baseline", is_flag=True, default=None, help="Do not run the gate on the starting tree first.")
 @click.option("--no-wait", is_flag=True, default=None, help="Stop at a usage limit instead of waiting for its reset.")
 @click.option("--editable", multiple=True, metavar="GLOB", help="Only these paths may change (repeatable).")
 @click.option("--protect", multiple=True, metavar="GLOB", help="These paths may not change (repeatable).")
@@ -67,7 +68,9 @@ def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool,
     from loope.spec import build_spec
 
     output = {k: flags.pop(k) for k in ("json_", "plain", "quiet", "color")}
-    workdir = (flags.pop("workdir") or Path.cwd()).expanduser()
+    from loope.root import project_root
+
+    workdir = (flags.pop("workdir") or Path(project_root())).expanduser()
     flags["reviewers"] = _reviewers(flags.pop("reviewer"), flags.pop("reviewers"))
     for key in ("editable", "protect", "notify"):
         flags[key] = list(flags[key]) or None

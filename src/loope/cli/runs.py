@@ -63,8 +63,9 @@ def load_runs(workdir: str) -> list[dict[str, Any]]:
 def runs(workdir: str | None, json_: bool) -> int:
     """List runs: id, status, iterations, cost, age."""
     from loope.errors import LoopeError
+    from loope.root import project_root
 
-    root = os.path.abspath(os.path.expanduser(workdir or os.getcwd()))
+    root = os.path.abspath(os.path.expanduser(workdir)) if workdir else project_root()
     if not os.path.isdir(root):
         raise LoopeError(f"workdir {root} does not exist or is not a directory; pass an existing --workdir")
     found = load_runs(root)

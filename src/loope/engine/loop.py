@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from loope.agents.base import Agent
 from loope.engine import decide as decisions
+from loope.engine.baseline import check_commands, gate_baseline, needs_baseline
 from loope.engine.bus import EventBus
 from loope.engine.feedback import Findings, GateReport, compose, failure_signature, feedback_key
 from loope.engine.metric import MetricSearch
@@ -17,6 +18,7 @@ from loope.engine.recorders import EventsFile, ReportWriter
 from loope.engine.resume import discard, rewind
 from loope.engine.retry import limit_detail
 from loope.engine.roster import NO_SERVICES, Agents, Services
+from loope.engine.segments import MoreBudget, extend, reopen_state
 from loope.engine.state import Halt, RunnerLock, RunState
 from loope.engine.steps import AgentStep, StepRunner
 from loope.enums import AttemptVerdict, Role, StepKind, StopReason
@@ -58,6 +60,8 @@ class Engine:
         self.control = services.control
         self.memory = services.memory
         self.agents = Agents.from_spec(spec)
+        check_commands(spec)
+        self.usage_error = False  # bad input found only once the run ran (a gate whose program is missing)
         self.interrupted = False
         self.loop = LoopState()
         self.contract: str | None = None
@@ -115,24 +119,45 @@ class Engine:
         return self.run_state
 
     @classmethod
-    def resume(cls, rundir: RunDir, services: Callable[[LoopSpec], Services]) -> Engine:
+    def resume(
+        cls,
+        rundir: RunDir,
+        services: Callable[[LoopSpec], Services],
+        *,
+        more: MoreBudget | None = None,
+        on_locked: Callable[[], None] | None = None,
+    ) -> Engine:
         """Pick up a prepared or interrupted run after its last completed iteration.
 
         The cut-short iteration's changes are discarded and its steps set aside under
         ``agents/discarded/``; counters and budgets carry over from the completed ones.
-        ``services`` builds what the run is wired to from its saved spec.
+        ``services`` builds what the run is wired to from its saved spec. With ``more``
+        (``loope continue``), a finished run goes on with those budgets added; ``on_locked`` runs
+        once the run's lock is held, before anything watches it.
         """
         spec = LoopSpec.model_validate_json((rundir / "spec.json").read_text(encoding="utf-8"))
         record = RunRecord.from_dict(rundir.read_json("run.json"))
         engine = cls(spec, services(spec))
-        if record.status != "running":
+        if more is None and record.status != "running":
+            more_flag = " --goal TEXT" if record.status == "converged" else ""
             raise LoopeError(
-                f"run {record.run_id} already finished ({record.status}); start a new one with `loope run`"
+                f"run {record.run_id} already finished ({record.status}); go on with `loope continue"
+                f" {record.run_id}{more_flag}`, or start a new one with `loope run`"
             )
         engine._lock(rundir)
+        if more is not None:
+            try:
+                engine.spec = extend(rundir, record, spec, more)
+                if on_locked is not None:
+                    on_locked()
+            except BaseException:
+                engine.lock.release()
+                raise
         workspace = rewind(rundir, record)
         engine.loop = record.loop
         engine._attach(rundir, workspace, record)
+        if more is not None:
+            reopen_state(engine.run_state.state_file)
         engine.run_state.next_step = max((s.id for s in record.steps), default=0) + 1
         engine.run_state.save()
         engine._emit_started()
@@ -218,6 +243,8 @@ class Engine:
                 self.memories = self._recall()
             if run.record.waiting and not self.steps.attempts.limit_wait(run.record.waiting):
                 raise Halt(StopReason.STOPPED, "stop requested while waiting for the usage limit")
+            if first == 1 and needs_baseline(self):
+                gate_baseline(self)
             if first == 1 and spec.design and self.contract is None:
                 self._design()
             if (
@@ -555,11 +582,13 @@ class Engine:
         )
 
     def exit_code(self) -> int:
-        from loope.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+        from loope.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
         record = self.run_state.record
         if self.interrupted:
             return EXIT_INTERRUPTED
+        if self.usage_error:
+            return EXIT_USAGE
         if record.converged:
             return EXIT_OK
         if self.spec.metric_mode and record.best is not None and record.best.iteration > 0:

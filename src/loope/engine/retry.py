@@ -86,12 +86,12 @@ class Attempts:
     def _plan(self, setback: Setback, retries: int, waits: int, so_far: AgentResult) -> tuple[float, bool] | str:
         """(when to try again, whether that is a limit wait), or why not, as a suffix of the error."""
         spec, now = self.run.spec, time.time()
-        if setback.kind == "limit" and setback.reset_at is not None and setback.reset_at > now:
+        if setback.kind == "limit" and setback.reset_at is not None:
             if spec.no_wait:
                 return ""
             if waits >= MAX_LIMIT_WAITS:
                 return f" (still limited after {waits} waits)"
-            until = setback.reset_at + RESET_MARGIN_S
+            until = max(setback.reset_at, now) + RESET_MARGIN_S  # a reset already past: try again now
         else:
             if retries >= spec.retries:
                 return f" (after {retries + 1} attempts)" if retries else ""
@@ -103,7 +103,7 @@ class Attempts:
         remaining = self.run.remaining_usd()
         if remaining is not None and so_far.cost_usd >= remaining:
             return " (the attempts spent the rest of --max-cost)"
-        return until, setback.kind == "limit" and setback.reset_at is not None and setback.reset_at > now
+        return until, setback.kind == "limit" and setback.reset_at is not None
 
     def _set_aside(self, step_dir: Path, attempt: int, result: AgentResult, setback: Setback, until: float) -> None:
         """Move attempt ``attempt``'s files to ``attempts/<n>/``; one line about it in ``attempts.jsonl``."""

@@ -59,10 +59,9 @@ class StepRunner:
         violations, kept = self.guard.enforce()
         if mode_for(role) == "write":
             old = self.run.workspace.head
-            step.changes = self.run.workspace.commit(
-                f"loope {self.run.record.run_id}: iteration {iteration}, {role} {agent.label} (step {step.record.id})",
-                staged=kept,
-            )
+            message = commit_message(step.result.message, f"iteration {iteration}: {role} {agent.label}")
+            trailers = f"Loope-Run: {self.run.record.run_id}\nLoope-Step: {step.record.id}"
+            step.changes = self.run.workspace.commit(f"{message}\n\n{trailers}", staged=kept)
             if step.changes:
                 write_text(step.dir / "changes.diff", self.run.workspace.diff(old, self.run.workspace.head))
                 step.record.commit = self.run.workspace.head
@@ -194,6 +193,7 @@ class StepRunner:
         )
         record.ok, record.error = result.proc.start_error is None, result.proc.start_error
         record.gate_passed, record.duration_s = result.passed, round(result.proc.duration_s, 3)
+        record.failing = 0 if result.passed else len(result.failures) or None
         self.run.add_step(record)
         self.run.bus.emit(
             VerifyFinished(
@@ -278,6 +278,17 @@ def _finished(record: StepRecord, changes: list[FileChange] | None = None) -> _S
         "files": list(changes or []),
         "violations": list(record.violations),
     }
+
+
+def commit_message(text: str, fallback: str) -> str:
+    """A commit message from an agent's final message: its first line as the subject, a few more as the body."""
+    lines = [line.rstrip() for line in text.strip().splitlines()]
+    lines = [line.lstrip("#* ").rstrip() if i == 0 else line for i, line in enumerate(lines)]
+    if not lines or not lines[0]:
+        return fallback
+    subject = lines[0] if len(lines[0]) <= 72 else lines[0][:71].rstrip() + "…"
+    body = "\n".join(lines[1:12]).strip()
+    return f"{subject}\n\n{body}" if body else subject
 
 
 def _adapter_name(agent: Agent) -> str:

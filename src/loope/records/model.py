@@ -46,6 +46,8 @@ class StepRecord:
     ok: bool = True
     error: str | None = None
     gate_passed: bool | None = None
+    failing: int | None = None
+    """A gate step: how many checks failed (0 when it passed; None when none could be named)."""
     verdict: str | None = None
     verdict_inferred: bool = False
     score: float | None = None
@@ -146,6 +148,36 @@ class Waiting:
 
 
 @dataclass
+class Segment:
+    """One part of a run: the first, then one per ``loope continue``, with the budgets it was given."""
+
+    started_at: str
+    first_iteration: int
+    max_iters: int
+    """Iterations this segment may run."""
+    max_cost: float | None
+    max_time: float | None
+    goal: str
+    stop_reason: str | None = None
+    """How it ended (None for the last one: the run's ``stop_reason`` says)."""
+    stop_detail: str | None = None
+
+
+@dataclass(frozen=True)
+class GateBaseline:
+    """The gate run once on the starting tree (its output is in the run dir's ``baseline/``)."""
+
+    passed: bool
+    exit_code: int | None
+    failing: int
+    """How many checks failed."""
+    failures: list[str]
+    """The first 20 of them."""
+    duration_s: float
+    dir: str
+
+
+@dataclass
 class RunRecord:
     run_id: str
     goal: str
@@ -177,12 +209,16 @@ class RunRecord:
     totals: Totals = field(default_factory=Totals)
     best: Best | None = None
     baseline: float | None = None
+    gate_baseline: GateBaseline | None = None
+    """The gate on the starting tree, before iteration 1."""
     steps: list[StepRecord] = field(default_factory=list)
     changes: Changes = field(default_factory=Changes)
     state: dict[str, Any] | None = None
     """The state file's frontmatter as last read."""
     loop: LoopState = field(default_factory=LoopState)
     """What the next iteration needs from the last (feedback, counters); lets a run resume."""
+    segments: list[Segment] = field(default_factory=list)
+    """Each ``loope continue`` adds one (empty for a run never continued; the last one ends as the run did)."""
     waiting: Waiting | None = None
     """Set while the run waits out a usage limit."""
 

@@ -15,10 +15,22 @@ def outcome_line(run: Mapping[str, Any]) -> str:
     if reason is None:
         return f"running (iteration {n} of {run.get('max_iters', '?')})"
     if reason == "converged":
-        return f"converged in {its}"
+        why = f": {run['stop_detail']}" if n == 0 and run.get("stop_detail") else ""
+        return f"converged in {its}{why}"
     if reason in ("step_failed", "timed_out", "failed"):
         return f"halted after {its} ({reason}): {run.get('stop_detail') or ''}".rstrip(": ")
     return f"stopped after {its} ({reason})"
+
+
+def failing_trend(run: Mapping[str, Any]) -> str | None:
+    """``33 failing at the start → 5 → 0``: the gate's failing checks, from the baseline on (None without one)."""
+    base = run.get("gate_baseline")
+    if not isinstance(base, dict):
+        return None
+    counts = [s.get("failing") for s in run.get("steps", []) if s.get("adapter") == "gate"]
+    shown = ["?" if n is None else str(n) for n in counts]
+    start = base.get("failing") if not base.get("passed") else 0
+    return " → ".join([f"{start if start or base.get('passed') else '?'} failing at the start", *shown])
 
 
 def money(run: Mapping[str, Any]) -> str:
@@ -66,6 +78,9 @@ def render(run: Mapping[str, Any]) -> str:
         + (f", branch `{ws['branch']}`" if ws.get("branch") else "")
         + f", base {str(ws.get('base', ''))[:10]}",
     ]
+    trend = failing_trend(run)
+    if trend:
+        lines.append(f"**Failing checks:** {trend}")
     if run.get("best"):
         best = run["best"]
         lines.append(
@@ -98,12 +113,22 @@ def render(run: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def landing_hints(run: Mapping[str, Any], ref: str) -> list[str]:
+    """How to review and land a finished run's change; a run that did not converge says so first."""
+    ws = run.get("workspace") or {}
+    out = []
+    if run.get("stop_reason") != "converged":
+        out.append(f"not converged ({run.get('stop_reason')}): review the change before you land it")
+    out.append(f"review: loope show {ref} --diff")
+    if ws.get("mode") == "in-place":
+        out.append("land:   nothing to do, the run changed the workdir in place")
+    else:
+        out.append(f"land:   loope apply {ref}   (one commit on your branch: loope apply {ref} --commit)")
+    return out
+
+
 def next_steps(run: Mapping[str, Any]) -> list[str]:
     """How to review and land the run's result."""
     if run.get("stop_reason") is None or not run.get("changes", {}).get("files"):
         return [f"- details: `loope show {run['run_id']}`"]
-    out = [f"- review: `loope show {run['run_id']} --diff`", f"- land: `loope apply {run['run_id']}`"]
-    branch = run.get("workspace", {}).get("branch")
-    if branch:
-        out.append(f"- or merge the branch: `git merge {branch}`")
-    return out
+    return [f"- {line}" for line in landing_hints(run, run["run_id"])]

@@ -106,6 +106,12 @@ class Store:
         with self._connect() as conn:
             conn.execute("DELETE FROM steps WHERE run_id = ? AND iteration > ?", (run_id, iteration))
 
+    def delete_run(self, run_id: str) -> None:
+        """Forget a removed run (its steps go with it; its lesson stays)."""
+        with self._connect() as conn:
+            conn.execute("DELETE FROM steps WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+
     def get(self, run_id: str) -> dict[str, Any] | None:
         with self._connect() as conn:
             row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()

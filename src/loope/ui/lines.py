@@ -40,7 +40,7 @@ def action_text(event: AgentEvent) -> str | None:
 
 def summary_lines(event: RunFinished) -> list[str]:
     """The closing lines: outcome, totals, and how to review and land the result."""
-    from loope.records.report import money, outcome_line
+    from loope.records.report import landing_hints, money, outcome_line
 
     record = event.to_dict()
     out = [outcome_line(record)]
@@ -51,11 +51,7 @@ def summary_lines(event: RunFinished) -> list[str]:
     short = event.run_id.split("-", maxsplit=1)[0]
     if event.changes:
         out.append(f"changed: {files_text(record['changes'])}")
-        out.append(f"review: loope show {short} --diff")
-        land = f"land:   loope apply {short}"
-        if event.workspace.branch:
-            land += f"   (or: git merge {event.workspace.branch})"
-        out.append(land)
+        out += landing_hints(record, short)
     else:
         out.append(f"no files changed · details: loope show {short}")
     return out

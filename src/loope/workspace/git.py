@@ -58,9 +58,13 @@ class Git:
             self._env["GIT_DIR"] = str(git_dir)
             self._env["GIT_WORK_TREE"] = str(work_tree)
         self._env.update(env or {})
+        self._author: dict[str, str] | None = None
 
-    def run(self, *args: str, stdin: bytes | None = None, check: bool = True) -> ProcResult:
-        result = run_process(["git", *_CONFIG, *args], cwd=self.work_tree, env=self._env, stdin=stdin, capture=True)
+    def run(
+        self, *args: str, stdin: bytes | None = None, check: bool = True, env: Mapping[str, str] | None = None
+    ) -> ProcResult:
+        full_env = {**self._env, **env} if env else self._env
+        result = run_process(["git", *_CONFIG, *args], cwd=self.work_tree, env=full_env, stdin=stdin, capture=True)
         if check and not result.ok:
             detail = result.stderr_tail.strip().splitlines()
             raise GitError(f"git {args[0]} failed: {detail[-1] if detail else result.describe()}")
@@ -79,10 +83,21 @@ class Git:
     def add_all(self) -> None:
         self.run("add", "-A", "--", ".")
 
+    def author(self) -> dict[str, str]:
+        """The user's git identity (``user.name`` and ``user.email``) as commit variables; loope's when unset."""
+        if self._author is None:
+            name = self.run("config", "--get", "user.name", check=False).text.strip()
+            email = self.run("config", "--get", "user.email", check=False).text.strip()
+            self._author = {}
+            if name and email:
+                for role in ("AUTHOR", "COMMITTER"):
+                    self._author[f"GIT_{role}_NAME"], self._author[f"GIT_{role}_EMAIL"] = name, email
+        return self._author
+
     def commit_index(self, message: str, parent: str) -> str:
-        """Commit the index on top of ``parent`` and move HEAD (its branch) there, without rescanning the tree."""
+        """Commit the index on top of ``parent`` as the user, and move HEAD (its branch) there, without rescanning."""
         tree = self.out("write-tree")
-        commit = self.out("commit-tree", tree, "-p", parent, "-m", message)
+        commit = self.run("commit-tree", tree, "-p", parent, "-m", message, env=self.author()).text.strip()
         self.run("update-ref", "HEAD", commit)
         return commit
 

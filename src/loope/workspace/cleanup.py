@@ -1,0 +1,72 @@
+"""Removing a finished run: its worktree, its branch (only when every commit on it is the run's), its refs."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loope.records.model import RunRecord
+from loope.workspace.git import Git, toplevel
+
+
+@dataclass
+class Removal:
+    """What removing one run did, or would do (``--dry-run``)."""
+
+    run_id: str
+    removed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    """What was kept, each with why."""
+
+
+def remove_run(record: RunRecord, run_root: Path, *, dry_run: bool = False) -> Removal:
+    """Remove the run's worktree, branch and ``refs/loope/<id>*``, then its run directory."""
+    result = Removal(record.run_id)
+    ws = record.workspace
+    top = toplevel(Path(record.workdir)) if Path(record.workdir).is_dir() else None
+    git = Git(top) if top is not None else None
+    if git is not None and ws.mode == "worktree":
+        if Path(ws.path).exists():
+            result.removed.append(f"worktree {ws.path}")
+            if not dry_run:
+                git.run("worktree", "remove", "--force", "--force", str(_worktree_root(Path(ws.path))), check=False)
+        if ws.branch and git.rev(f"refs/heads/{ws.branch}"):
+            foreign = _foreign_commits(git, ws.branch, ws.base, record.run_id)
+            if foreign:
+                result.kept.append(f"branch {ws.branch}: {foreign} commit(s) on it were not made by the run")
+            else:
+                result.removed.append(f"branch {ws.branch}")
+                if not dry_run:
+                    git.run("branch", "-D", ws.branch, check=False)
+    if git is not None:
+        refs = git.out("for-each-ref", "--format=%(refname)", f"refs/loope/{record.run_id}").split()
+        refs += git.out("for-each-ref", "--format=%(refname)", f"refs/loope/{record.run_id}/").split()
+        for ref in sorted(set(refs)):
+            result.removed.append(ref)
+            if not dry_run:
+                git.run("update-ref", "-d", ref, check=False)
+    result.removed.append(f"run directory {run_root}")
+    if not dry_run:
+        shutil.rmtree(run_root, ignore_errors=True)
+        if git is not None:
+            git.run("worktree", "prune", check=False)
+    return result
+
+
+def _worktree_root(path: Path) -> Path:
+    """The worktree's top (a run started in a subdirectory records the subdirectory as its path)."""
+    for candidate in (path, *path.parents):
+        if candidate.name == "workspace" and (candidate / ".git").exists():
+            return candidate
+    return path
+
+
+def _foreign_commits(git: Git, branch: str, base: str, run_id: str) -> int:
+    """How many commits on ``branch`` after the run's base the run did not make (a user's own, say)."""
+    log = git.run("log", "--format=%B%x00", f"{base}..refs/heads/{branch}", check=False)
+    if not log.ok:
+        return 0
+    messages = [m.strip() for m in log.text.split("\0") if m.strip()]
+    ours = (f"Loope-Run: {run_id}", f"loope {run_id}:")
+    return sum(1 for m in messages if not any(mark in m for mark in ours))
