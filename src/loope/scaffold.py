@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +61,9 @@ def _toml_value(value: Any) -> str:
 def render_config(options: InitOptions, gate: str, toolchain: str) -> str:
     lines = [
         "# loope's settings for this project; `loope run` reads them, flags override them.",
-        f"goal = {_toml_value(options.goal or 'Describe the goal here, then run: loope run')}",
+        f"goal = {_toml_value(options.goal)}"
+        if options.goal
+        else '# goal = "Describe the goal here; then `loope run` needs no arguments"',
         f"max_attempts = {options.max_attempts}",
         f"# The gate, detected from the {toolchain} toolchain; it must exit 0 only when the work is right.",
         f"verify_cmd = {_toml_value(gate)}",
@@ -154,8 +155,8 @@ def _commands(hooks: list[Any]) -> set[Any]:
 
 
 def loope_command() -> str:
-    """How a hook should call loope: the absolute path of the installed command when there is one."""
-    return shutil.which("loope") or "loope"
+    """How a hook calls loope: ``loope`` from PATH, never this machine's absolute path (the file is shared)."""
+    return "loope"
 
 
 def claude_settings(existing: dict[str, Any], protected: list[str]) -> dict[str, Any]:

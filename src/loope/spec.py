@@ -135,7 +135,9 @@ class LoopSpec(BaseModel):
     """Notification targets: ``slack:CHANNEL``, ``webhook:URL``, ``cmd:COMMAND``."""
 
     dry_run: bool = False
-    """Use the hermetic stub for every agent and skip commands: no binaries, no network."""
+    """Check the real set-up, then use the stub for every agent and skip commands."""
+    dry_run_agents: list[str] = Field(default_factory=list)
+    """In a dry run: the real agents the stubs stand in for (checked before the run starts)."""
     isolate_home: bool = False
     """Give each agent step a private config dir (CLAUDE_CONFIG_DIR, CODEX_HOME, ...)."""
     agents: dict[str, AgentOptions] = Field(default_factory=dict)
@@ -276,9 +278,13 @@ def build_spec(
 
 
 def _dry_run(layers: Mapping[str, Any]) -> dict[str, Any]:
+    real = [layers.get("implementer", "claude"), *(layers.get("reviewers", ["codex"]) or [])]
+    real += [layers[role] for role in ("designer", "verifier", "critic") if layers.get(role)]
     stubbed: dict[str, Any] = {
+        "dry_run_agents": list(dict.fromkeys(str(a) for a in real)),
         "implementer": "stub",
-        "reviewers": ["stub"] if layers.get("reviewers", [1]) else [],
+        # One stub step per configured reviewer: the dry run checks the real roster's shape.
+        "reviewers": ["stub"] * len(layers.get("reviewers", ["codex"]) or []),
     }
     for role in ("designer", "verifier", "critic"):
         if layers.get(role):

@@ -148,7 +148,9 @@ def test_a_timeout_halts_with_timed_out_and_leaves_none_of_the_agents_processes(
 
 
 def test_dry_run_converges_in_one_iteration_without_any_agent(project, cli):
-    result = cli("run", "add a changelog", "--dry-run", "--plain", cwd=project.path)
+    # The real agents are checked first (here: programs that exist), then only stubs run.
+    real = ("--implementer", "exec:true", "--reviewer", "exec:true")
+    result = cli("run", "add a changelog", "--dry-run", *real, "--plain", cwd=project.path)
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
     assert (run["stop_reason"], run["iterations"]) == ("converged", 1)

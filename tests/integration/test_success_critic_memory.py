@@ -201,17 +201,19 @@ def test_the_critic_runs_every_n_iterations_read_only_and_feeds_the_next_prompt_
     assert critiques[0]["text"].startswith("Progress is slow.\nCRITIQUE-AFTER-2")
 
 
-def test_a_failing_critic_halts_the_run_as_step_failed(project, agent_script, cli):
+def test_a_failing_critic_is_noted_and_skipped_like_a_notifier(project, agent_script, cli):
     critic = agent_script("print('no model configured', file=sys.stderr)\nsys.exit(4)")
     result = cli(
         "run", "fix add", "--implementer", agent_script(WRONG), "--no-review", "--verify-cmd", GATE,
-        "--critic", critic, "--checkpoint-every", "1", "--max-iters", "3", cwd=project.path,
+        "--critic", critic, "--checkpoint-every", "1", "--max-iters", "3", "--stall-after", "5", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 1
     run = project.run_json()
-    assert run["stop_reason"] == "step_failed"
-    assert run["stop_detail"].startswith("critic exec")
-    assert (run["steps"][-1]["role"], run["steps"][-1]["ok"]) == ("critic", False)
+    assert run["stop_reason"] == "max_iters"  # the critic is advisory: it never ends a run
+    critics = [s for s in run["steps"] if s["role"] == "critic"]
+    assert [s["ok"] for s in critics] == [False, False]  # after iterations 1 and 2 (none after the last)
+    log = (project.runs()[-1] / "observer-errors.log").read_text()
+    assert log.count("critic skipped") == 2
 
 
 # -- memory -------------------------------------------------------------------------------------
@@ -312,7 +314,7 @@ def test_a_stop_requested_during_the_implementer_comes_before_the_check(project,
     ran = tmp_path / "check-ran"
     result = cli(
         "run", "write notes", "--implementer", agent_script(STOPS_ITS_OWN_RUN), "--no-review",
-        check, f"touch {shlex.quote(str(ran))}", "--max-iters", "3", cwd=project.path,
+        check, f"touch {shlex.quote(str(ran))}", "--max-iters", "3", "--no-baseline", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 1
     run = project.run_json()

@@ -122,9 +122,9 @@ class ProcessAgent:
 
     def binary(self) -> str:
         """The program to run: loope.toml's ``bin``, else ``LOOPE_<NAME>_BIN``, else the first installed name."""
-        configured = self.options.get("bin") or os.environ.get(self.binary_env_var())
-        if configured:
-            return str(configured)
+        configured = str(self.options.get("bin") or os.environ.get(self.binary_env_var()) or "").strip()
+        if configured:  # a blank setting (LOOPE_CLAUDE_BIN= ) is no setting
+            return configured
         names = [str(self.info.binary), *self.alternate_binaries]
         return next((name for name in names if shutil.which(name)), names[0])
 

@@ -56,7 +56,13 @@ def parse(spec: str) -> AgentSpec:
     name, _, model = text.partition(":")
     name = name.strip().lower()
     if name not in _ADAPTERS:
-        raise LoopeError(f"unknown agent {spec!r}; known agents: {', '.join(known())} (or exec:<command> for your own)")
+        import difflib
+
+        close = difflib.get_close_matches(name, known(), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise LoopeError(
+            f"unknown agent {spec!r}; {hint}known agents: {', '.join(known())} (or exec:<command> for your own)"
+        )
     return AgentSpec(name, model.strip() or None)
 
 

@@ -77,7 +77,12 @@ def demo(keep: bool, json_: bool, plain: bool, quiet: bool, color: str) -> int:
         if not json_:
             rundir = engine.run_state.rundir
             click.echo("")
-            click.echo(render(rundir.read_json("run.json")).rstrip())
+            report = render(rundir.read_json("run.json")).rstrip()
+            if not keep:  # its "Next" commands need the example project, which goes away now
+                report = (
+                    report.split("\n## Next")[0] + "\n\n(the example project is removed; `loope demo --keep` keeps it)"
+                )
+            click.echo(report)
             click.echo("")
             click.echo((rundir / "changes.diff").read_text(encoding="utf-8").rstrip())
             if keep:

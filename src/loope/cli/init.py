@@ -13,8 +13,12 @@ from loope.cli.options import project_dir, workdir_option
 @click.option("--goal", help="What the loop should achieve.")
 @click.option("--editable", multiple=True, metavar="GLOB", help="Paths the agent may change (repeatable).")
 @click.option("--protect", multiple=True, metavar="GLOB", help="Paths the agent may not change (repeatable).")
-@click.option("--max-attempts", type=int, default=10, show_default=True, help="Attempts at most.")
-@click.option("--metric", metavar="CMD", help="A command whose last printed number is the score.")
+@click.option(
+    "--max-attempts", "--max-iters", "max_attempts", type=int, default=10, show_default=True, help="Attempts at most."
+)
+@click.option(
+    "--metric", "--metric-cmd", "metric", metavar="CMD", help="A command whose last printed number is the score."
+)
 @click.option("--direction", metavar="lower|higher", help="Which scores are better.")
 @click.option("--verify-cmd", metavar="CMD", help="The gate (default: detected from the toolchain).")
 @click.option("--hooks", metavar="claude|kiro", help="Also wire the gate into an agent's own session.")

@@ -13,7 +13,9 @@ from loope.cli.options import output_options, views
 @click.command(context_settings={"show_default": True})
 @click.argument("goal", required=False)
 @click.option("--goal-file", type=click.Path(dir_okay=False, path_type=Path), help="Read the goal from a file.")
-@click.option("--dry-run", is_flag=True, default=None, help="Stub agents, no commands: check the set-up.")
+@click.option(
+    "--dry-run", is_flag=True, default=None, help="Check the real agents and gate, then run stubs: no agent is paid."
+)
 @click.option("--preset", help="claude-codex, codex-claude, claude-solo, dual-review, opencode-codex, gemini-claude.")
 @click.option(
     "--implementer",
@@ -35,13 +37,17 @@ from loope.cli.options import output_options, views
 @click.option("--critic", metavar="A", help="A read-only agent that critiques progress.")
 @click.option("--checkpoint-every", type=int, metavar="N", help="Critique after every N-th iteration.")
 @click.option("--verify-cmd", metavar="CMD", help="The gate: a shell command that exits 0 when the work is right.")
-@click.option("--metric-cmd", metavar="CMD", help="A command whose last printed number is the score.")
+@click.option(
+    "--metric-cmd", "--metric", "metric_cmd", metavar="CMD", help="A command whose last printed number is the score."
+)
 @click.option("--direction", type=click.Choice(["lower", "higher"]), help="Which scores are better.")
 @click.option("--target", type=float, metavar="X", help="Converge once the score reaches X.")
 @click.option("--metric-repeat", type=int, metavar="K", help="Median of K metric runs. [default: 1]")
 @click.option("--patience", type=int, metavar="N", help="Stop after N attempts without improvement.")
 @click.option("--min-improvement", metavar="X|P%", help="Smallest gain that counts (0.5 or 2%).")
-@click.option("--max-iters", type=int, metavar="N", help="Iterations at most. [default: 3]")
+@click.option(
+    "--max-iters", "--max-attempts", "max_iters", type=int, metavar="N", help="Iterations at most. [default: 3]"
+)
 @click.option("--max-cost", type=float, metavar="USD", help="Stop once the run has spent this much.")
 @click.option("--max-tokens", type=int, metavar="N", help="Stop once the run has used this many tokens.")
 @click.option("--max-time", metavar="DUR", help="Stop after this much wall time (90s, 30m, 2h).")
@@ -76,6 +82,8 @@ def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool,
         flags[key] = list(flags[key]) or None
     flags["goal"] = _goal(goal, goal_file)
     spec = build_spec(flags, workdir)
+    if spec.dry_run:
+        _check_real_setup(spec)
     if detach:
         from loope.cli.control import start_detached
 
@@ -114,3 +122,15 @@ def _reviewers(repeated: tuple[str, ...], joined: str | None) -> list[str] | Non
     if joined:
         names += [n.strip() for n in joined.split(",") if n.strip()]
     return names or None
+
+
+def _check_real_setup(spec: Any) -> None:
+    """A dry run first checks what a real run would use: each agent's binary and login or key."""
+    from loope.agents.inspect import diagnose
+    from loope.errors import LoopeError
+
+    options = {name: spec.agent_options(name) for name in spec.agents}
+    failing = [c for c in diagnose(list(spec.dry_run_agents), options, spec.workdir) if not c.ok]
+    if failing:
+        problems = "; ".join(f"{c.agent}: {c.summary}" + (f" ({c.fixes[0]})" if c.fixes else "") for c in failing)
+        raise LoopeError(f"dry run: the real set-up would fail: {problems}")

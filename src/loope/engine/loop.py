@@ -488,7 +488,13 @@ class Engine:
         run = self.run_state
         state_text = read_optional(run.state_file) or ""
         prompt = self._context(n).critic("\n".join(self.loop.summaries[-10:]), state_text, self.loop.last_response)
-        step = self._checked(self.steps.agent(self.agents.critic, Role.CRITIC, n, prompt))
+        step = self.steps.agent(self.agents.critic, Role.CRITIC, n, prompt)
+        result = step.result
+        if not result.ok and not (result.cancelled or result.budget_exhausted or run.budget_left()):
+            # Advisory, like a notifier: a critic that fails or times out is noted and the loop goes on.
+            append_line(run.rundir / "observer-errors.log", f"{now_iso()} critic skipped: {result.error}")
+            return
+        self._checked(step)
         self.loop.critique = step.result.message.strip()
         self.bus.emit(Critique(iteration=n, step=step.record.id, text=self.loop.critique[:2000]))
 
@@ -561,7 +567,7 @@ class Engine:
         except LoopeError as exc:
             record.stop_detail = f"{detail}; the final diff could not be computed: {exc}"
         run.save()
-        if self.memory is not None:
+        if self.memory is not None and not self.spec.dry_run:  # a dry run teaches nothing
             try:
                 self.memory.remember(record, run.rundir)
             except Exception as exc:  # noqa: BLE001 - a lesson that cannot be stored never changes the run

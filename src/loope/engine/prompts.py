@@ -95,11 +95,12 @@ class PromptContext:
             [
                 section("Design contract", self.contract),
                 section("Program", self.program),
+                # Lessons of other runs first: this run's own memory and critique, read later, weigh more.
+                section("RECALLED MEMORIES (lessons from earlier runs in this project)", self.memories),
                 section("State file", self._state()),
                 section("Attempts so far", self.ledger),
                 section("Feedback from the last iteration", self.feedback),
                 section("REVIEWER FEEDBACK", self.critique),
-                section("RECALLED MEMORIES (lessons from earlier runs in this project)", self.memories),
                 section("Budget", self.budget),
             ]
         )
