@@ -16,6 +16,14 @@ _STOP = frozenset(
 )
 
 
+MIN_SHARED = 2
+"""Meaningful words a lesson's goal (or the files it changed) must share with a new goal to be recalled."""
+
+
+def meaningful_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
 def fts_query(text: str, *, words: int = 12) -> str:
     """An FTS5 query matching any of the meaningful words of ``text``."""
     seen: list[str] = []
@@ -38,7 +46,7 @@ def lesson_of(record: RunRecord, rundir: RunDir) -> dict[str, Any]:
             failed.append(f"iteration {a.iteration}: reverted — {a.summary}")
     if record.stop_reason not in ("converged",) and record.stop_detail:
         failed.append(f"stopped: {record.stop_detail}")
-    worked = [f"iteration {a.iteration}: {a.summary}" for a in attempts if a.verdict in ("kept", "converged")]
+    worked = [f"iteration {a.iteration}: {a.summary}" for a in attempts if _passed(a)]
     files = record.changes.files
     diffstat = ", ".join(f"{f.path} +{f.added or 0} −{f.removed or 0}" for f in files)
     return {
@@ -54,6 +62,12 @@ def lesson_of(record: RunRecord, rundir: RunDir) -> dict[str, Any]:
     }
 
 
+def _passed(attempt: ledger.Attempt) -> bool:
+    """An attempt that taught what works: kept, its gate passed (when there was one), no reviewer blocked."""
+    gate_ok = attempt.gate is None or attempt.gate.passed
+    return attempt.verdict in ("kept", "converged") and gate_ok and "BLOCK" not in attempt.reviews.values()
+
+
 def render(lessons: list[dict[str, Any]]) -> str:
     out = []
     for lesson in lessons:
@@ -61,6 +75,8 @@ def render(lessons: list[dict[str, Any]]) -> str:
             f"- Run {lesson['run_id']} ({lesson['outcome']} after {lesson['iterations']} iteration(s)): "
             f"{lesson['goal'][:200]}"
         )
+        if lesson.get("shared"):
+            out.append(f"  Recalled because both goals are about: {', '.join(lesson['shared'])}")
         if lesson.get("failed"):
             out.append("  What failed: " + lesson["failed"].replace("\n", "; ")[:500])
         if lesson.get("worked"):
@@ -77,7 +93,15 @@ class Lessons:
         self.limit = limit
 
     def recall(self, goal: str, *, exclude: str | None = None) -> str:
-        return render(self.store.search_lessons(fts_query(goal), exclude=exclude, limit=self.limit))
+        """The lessons that really match ``goal``: full-text candidates sharing enough meaningful words with it."""
+        wanted = meaningful_words(goal)
+        found = []
+        for lesson in self.store.search_lessons(fts_query(goal), exclude=exclude, limit=self.limit * 8):
+            shared = wanted & (meaningful_words(lesson["goal"]) | meaningful_words(lesson.get("diffstat") or ""))
+            if wanted and len(shared) >= min(MIN_SHARED, len(wanted)):
+                found.append({**lesson, "shared": sorted(shared)})
+        found.sort(key=lambda lesson: -len(lesson["shared"]))  # stable: the search's rank breaks ties
+        return render(found[: self.limit])
 
     def remember(self, record: RunRecord, rundir: RunDir) -> None:
         self.store.add_lesson(lesson_of(record, rundir))
