@@ -23,26 +23,28 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.conftest import FIX, FIXED_CALC, GATE, Project, gone
 
 DEADLINE_S = 90.0
-ACTIONS = ["start", "status", "stop", "list", "show", "apply"]
+TOOLS = ["loope_start", "loope_status", "loope_list", "loope_show", "loope_stop", "loope_apply"]
+READ_ONLY = {"loope_status", "loope_list", "loope_show"}
+DESTRUCTIVE = {"loope_stop", "loope_apply"}
 
 
-class Loop:
-    """A connected client of ``loope mcp`` and its one tool."""
+class Loope:
+    """A connected client of ``loope mcp`` and its tools."""
 
     def __init__(self, session: ClientSession) -> None:
         self.session = session
 
-    async def call(self, **arguments: Any) -> dict[str, Any]:
+    async def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
         """The tool's structured result; fails the test on a tool error."""
-        result = await self.session.call_tool("loop", arguments)
+        result = await self.session.call_tool(tool, arguments)
         text = result.content[0].text  # type: ignore[union-attr]
         assert not result.is_error, text
         assert result.structured_content == json.loads(text)
         return dict(result.structured_content or {})
 
-    async def error(self, name: str = "loop", **arguments: Any) -> str:
+    async def error(self, tool: str, **arguments: Any) -> str:
         """The tool error's one line; fails the test when the call succeeds."""
-        result = await self.session.call_tool(name, arguments)
+        result = await self.session.call_tool(tool, arguments)
         text = result.content[0].text  # type: ignore[union-attr]
         assert result.is_error, text
         assert "\n" not in text, text
@@ -50,18 +52,17 @@ class Loop:
         return text
 
     async def finished(self, loop_id: str) -> dict[str, Any]:
-        """Poll ``status`` until the loop is no longer running (a deadline, not a timing assertion)."""
+        """Wait with ``loope_status wait_s`` until the loop is no longer running (a deadline, not a timing check)."""
         deadline = time.monotonic() + DEADLINE_S
         while True:
-            info = await self.call(action="status", loop_id=loop_id)
-            if info["loop"]["status"] != "running":
+            info = await self.call("loope_status", loop_id=loop_id, wait_s=30)
+            if info["status"] != "running":
                 return info
-            assert time.monotonic() < deadline, f"loop {loop_id} still running: {info['loop']}"
-            await asyncio.sleep(0.2)
+            assert time.monotonic() < deadline, f"loop {loop_id} still running: {info}"
 
 
 @asynccontextmanager
-async def connect(workdir: Path, *args: str) -> AsyncIterator[Loop]:
+async def connect(workdir: Path, *args: str) -> AsyncIterator[Loope]:
     server = StdioServerParameters(
         command=sys.executable,
         args=["-m", "loope", "mcp", "--workdir", str(workdir), *args],
@@ -70,10 +71,10 @@ async def connect(workdir: Path, *args: str) -> AsyncIterator[Loop]:
     )
     async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
-        yield Loop(session)
+        yield Loope(session)
 
 
-def serve(workdir: Path, scenario: Callable[[Loop], Awaitable[None]]) -> None:
+def serve(workdir: Path, scenario: Callable[[Loope], Awaitable[None]]) -> None:
     """Run ``scenario`` against a ``loope mcp`` server for ``workdir``."""
 
     async def main() -> None:
@@ -96,67 +97,88 @@ def _no_runner_left(project: Project) -> Iterator[None]:
             continue
 
 
-def test_the_server_lists_one_tool_loop_with_its_actions_and_limits(project: Project) -> None:
-    async def scenario(loop: Loop) -> None:
-        tools = (await loop.session.list_tools()).tools
-        assert [t.name for t in tools] == ["loop"]
-        schema = tools[0].input_schema
-        assert schema["properties"]["action"]["enum"] == ACTIONS
-        assert schema["required"] == ["action"]
-        assert schema["additionalProperties"] is False
-        assert schema["properties"]["max_iterations"]["maximum"] == 200
-        assert schema["properties"]["max_cost_usd"]["maximum"] == 50
-        assert schema["properties"]["goal"]["anyOf"][0]["maxLength"] == 10_000
-        assert all(p.get("description") for p in schema["properties"].values())
-        assert "NONE unless you list them" in (tools[0].description or "")
+def test_the_server_lists_loopes_tools_with_honest_annotations_and_plain_schemas(project: Project) -> None:
+    async def scenario(loope: Loope) -> None:
+        tools = {t.name: t for t in (await loope.session.list_tools()).tools}
+        assert list(tools) == TOOLS  # no ``loop`` tool: it would clash with Claude Code's own /loop
+        for name, tool in tools.items():
+            hints = tool.annotations
+            assert hints is not None
+            assert hints.read_only_hint is (name in READ_ONLY), name
+            assert hints.destructive_hint is (name in DESTRUCTIVE), name
+            schema = tool.input_schema
+            assert schema["additionalProperties"] is False
+            text = json.dumps(schema)
+            assert '"title"' not in text, (name, text)
+            assert "anyOf" not in text, (name, text)
+            assert "null" not in text, (name, text)
+            assert all(p.get("description") for p in schema["properties"].values()), name
+            assert tool.description
+        start = tools["loope_start"].input_schema
+        assert start["required"] == ["goal"]
+        assert start["properties"]["max_iterations"]["maximum"] == 200
+        assert start["properties"]["max_cost_usd"]["maximum"] == 50
+        assert start["properties"]["goal"]["maxLength"] == 10_000
+        assert start["properties"]["direction"] == {
+            "description": "Whether a lower or a higher metric score is better.",
+            "enum": ["lower", "higher"],
+            "type": "string",
+        }
+        status = tools["loope_status"].input_schema
+        assert status["required"] == ["loop_id"]
+        assert status["properties"]["wait_s"]["maximum"] == 300
+        assert "instead of sleeping" in (tools["loope_status"].description or "")
 
     serve(project.path, scenario)
 
 
-def test_a_loop_started_over_mcp_converges_and_is_listed_shown_and_applied(project: Project, agent_script) -> None:
-    implementer = agent_script(FIX)
+def test_a_loop_started_over_mcp_is_waited_on_listed_shown_and_applied(project: Project, agent_script) -> None:
+    # The agent keeps its state file as told, but says nothing of the gate: loope's status is the truth.
+    implementer = agent_script(
+        FIX
+        + "pathlib.Path(os.environ['LOOPE_STATE_FILE']).write_text("
+        + repr("---\nstatus: in-progress\niteration: 1\n---\n# Progress\nfixed add\n# Next Action\nrun tests\n")
+        + ")\n"
+    )
 
-    async def scenario(loop: Loop) -> None:
-        started = await loop.call(
-            action="start", goal="fix add in calc.py", implementer=implementer, verify_command=GATE
+    async def scenario(loope: Loope) -> None:
+        started = await loope.call(
+            "loope_start", goal="fix add in calc.py", implementer=implementer, verify_command=GATE
         )
         assert started["status"] == "running"
         loop_id = started["loop_id"]
         assert loop_id.startswith("0001-fix-add")
         assert (started["max_iterations"], started["max_cost_usd"], started["reviewers"]) == (20, 5.0, [])
-        listed = await loop.call(action="list", include_finished=True)
-        assert [entry["id"] for entry in listed["loops"]] == [loop_id]
+        assert "loope_status" in started["next"]
 
-        info = await loop.finished("0001")  # a unique prefix will do
-        assert (info["loop"]["id"], info["loop"]["status"], info["loop"]["stop_reason"]) == (
-            loop_id,
-            "converged",
-            "converged",
-        )
-        assert info["loop"]["iteration"] == 1
-        assert info["frontmatter"]["loop_id"] == loop_id
-        assert info["state_excerpt"].startswith("---\nloop_id: ")
-        assert len(info["state_excerpt"].splitlines()) <= 40
+        info = await loope.call("loope_status", loop_id="0001", wait_s=120)  # a unique prefix will do
+        # It returned when the loop finished, not when the wait ran out.
+        assert (info["loop_id"], info["status"], info["stop_reason"]) == (loop_id, "converged", "converged")
+        assert info["waited_s"] < 120
+        assert info["iteration"] == 1
+        assert "agent_says" not in info  # the state file's "in-progress" would contradict "converged"
+        assert "in-progress" not in json.dumps(info)
+        assert "loope_apply" in info["next"]
+        assert len(json.dumps(info)) < 500
 
-        assert await loop.call(action="list") == {"count": 0, "loops": []}  # only running loops
-        finished = await loop.call(action="list", include_finished=True)
-        assert finished["count"] == 1
-        assert (finished["loops"][0]["id"], finished["loops"][0]["status"]) == (loop_id, "converged")
+        listed = await loope.call("loope_list")  # recently finished loops are listed without asking
+        assert [(e["loop_id"], e["status"]) for e in listed["loops"]] == [(loop_id, "converged")]
+        assert await loope.call("loope_list", all=True) == listed
 
-        shown = await loop.call(action="show", loop_id=loop_id)
+        shown = await loope.call("loope_show", loop_id=loop_id)
         assert "**Outcome:** converged in 1 iteration" in shown["report"]
         assert (shown["run"]["status"], shown["run"]["converged"]) == ("converged", True)
         assert shown["run"]["changes"]["files"][0]["path"] == "calc.py"
         assert "diff" not in shown
-        with_diff = await loop.call(action="show", loop_id=loop_id, diff=True)
+        with_diff = await loope.call("loope_show", loop_id=loop_id, diff=True)
         assert "+    return a + b" in with_diff["diff"]
 
-        planned = await loop.call(action="apply", loop_id=loop_id, dry_run=True)
-        assert [(p["path"], p["action"], p["conflict"]) for p in planned["plan"]] == [("calc.py", "update", None)]
+        planned = await loope.call("loope_apply", loop_id=loop_id, dry_run=True)
+        assert planned["plan"] == [{"path": "calc.py", "action": "update"}]
         assert planned["applied"] is False
         assert "return a - b" in project.read("calc.py")
 
-        applied = await loop.call(action="apply", loop_id=loop_id)
+        applied = await loope.call("loope_apply", loop_id=loop_id)
         assert (applied["applied"], applied["files_written"]) == (True, 1)
         assert project.read("calc.py") == FIXED_CALC
 
@@ -164,59 +186,70 @@ def test_a_loop_started_over_mcp_converges_and_is_listed_shown_and_applied(proje
 
 
 def test_apply_refuses_a_file_changed_since_the_loop_started_unless_forced(project: Project, agent_script) -> None:
-    async def scenario(loop: Loop) -> None:
-        started = await loop.call(
-            action="start", goal="fix add", implementer=agent_script(FIX), verify_command=GATE, max_iterations=2
+    async def scenario(loope: Loope) -> None:
+        started = await loope.call(
+            "loope_start", goal="fix add", implementer=agent_script(FIX), verify_command=GATE, max_iterations=2
         )
-        await loop.finished(started["loop_id"])
+        await loope.finished(started["loop_id"])
         project.write("calc.py", "def add(a, b):\n    return b + a  # mine\n")
 
-        refused = await loop.call(action="apply", loop_id=started["loop_id"])
+        refused = await loope.call("loope_apply", loop_id=started["loop_id"])
         assert refused["applied"] is False
         assert refused["plan"][0]["conflict"] == "changed since the run started"
         assert "pass force=true" in refused["detail"]
         assert "# mine" in project.read("calc.py")
 
-        forced = await loop.call(action="apply", loop_id=started["loop_id"], force=True)
+        forced = await loope.call("loope_apply", loop_id=started["loop_id"], force=True)
         assert forced["applied"] is True
         assert project.read("calc.py") == FIXED_CALC
 
     serve(project.path, scenario)
 
 
-def test_a_slow_loop_is_stopped_and_ends_as_stopped(project: Project, agent_script, tmp_path: Path) -> None:
+def test_a_slow_loop_shows_what_its_agent_says_then_is_stopped(project: Project, agent_script, tmp_path: Path) -> None:
     # loope.toml still applies under the tool's values, but reviewers are only those the caller names.
     project.write("loope.toml", 'max_iters = 7\nreviewers = ["codex"]\n')
     pids = tmp_path / "slow-agent.json"
+    state = "---\nstatus: in-progress\niteration: 1\n---\n# Progress\nread calc.py\n# Next Action\nfix add()\n"
     slow = agent_script(
         f"""
         import time
+        pathlib.Path(os.environ['LOOPE_STATE_FILE']).write_text({state!r})
         pathlib.Path({str(pids)!r}).write_text(json.dumps(os.getpid()))
         time.sleep(300)
         """
     )
 
-    async def scenario(loop: Loop) -> None:
-        started = await loop.call(action="start", goal="take your time", implementer=slow, verify_command=GATE)
+    async def scenario(loope: Loope) -> None:
+        started = await loope.call("loope_start", goal="take your time", implementer=slow, verify_command=GATE)
         loop_id = started["loop_id"]
         assert (started["max_iterations"], started["reviewers"]) == (7, [])
-        running = await loop.call(action="list")
-        assert (running["count"], running["loops"][0]["id"], running["loops"][0]["status"]) == (1, loop_id, "running")
+        running = await loope.call("loope_list")
+        assert (running["count"], running["loops"][0]["loop_id"], running["loops"][0]["status"]) == (
+            1,
+            loop_id,
+            "running",
+        )
 
         deadline = time.monotonic() + DEADLINE_S
         while not pids.exists():  # the step is in flight
             assert time.monotonic() < deadline, "the slow agent never started"
             await asyncio.sleep(0.1)
         agent = json.loads(pids.read_text())
+        info = await loope.call("loope_status", loop_id=loop_id)
+        assert info["status"] == "running"
+        assert info["agent_says"] == {"status": "in-progress", "progress": "read calc.py", "next_action": "fix add()"}
 
-        stopped = await loop.call(action="stop", loop_id=loop_id, now=True)
+        stopped = await loope.call("loope_stop", loop_id=loop_id, now=True)
         assert (stopped["stop_requested"], stopped["loop_id"]) == (True, loop_id)
-        info = await loop.finished(loop_id)
-        assert (info["loop"]["status"], info["loop"]["stop_reason"]) == ("stopped", "stopped")
+        info = await loope.finished(loop_id)
+        assert (info["status"], info["stop_reason"]) == ("stopped", "stopped")
+        assert "agent_says" not in info
         assert gone(agent)
-        assert await loop.call(action="list") == {"count": 0, "loops": []}
+        listed = await loope.call("loope_list")
+        assert [(e["loop_id"], e["status"]) for e in listed["loops"]] == [(loop_id, "stopped")]
 
-        again = await loop.call(action="stop", loop_id=loop_id)
+        again = await loope.call("loope_stop", loop_id=loop_id)
         assert (again["stop_requested"], again["status"]) == (False, "stopped")
 
     serve(project.path, scenario)
@@ -225,9 +258,9 @@ def test_a_slow_loop_is_stopped_and_ends_as_stopped(project: Project, agent_scri
 def test_explicit_budgets_win_over_loope_toml(project: Project, agent_script) -> None:
     project.write("loope.toml", "max_iters = 7\nmax_cost = 2.5\n")
 
-    async def scenario(loop: Loop) -> None:
-        started = await loop.call(
-            action="start",
+    async def scenario(loope: Loope) -> None:
+        started = await loope.call(
+            "loope_start",
             goal="fix add",
             implementer=agent_script(FIX),
             verify_command=GATE,
@@ -236,54 +269,66 @@ def test_explicit_budgets_win_over_loope_toml(project: Project, agent_script) ->
             checkpoint_interval=0,
         )
         assert (started["max_iterations"], started["max_cost_usd"]) == (4, 2.5)
-        await loop.finished(started["loop_id"])
+        await loope.finished(started["loop_id"])
         spec = json.loads((project.runs()[-1] / "spec.json").read_text())
         assert (spec["max_iters"], spec["max_cost"], spec["timeout"], spec["reviewers"]) == (4, 2.5, 120.0, [])
 
     serve(project.path, scenario)
 
 
+START = "loope_start"
 BAD_INPUT = [
-    ({"action": "start", "goal": "fix add", "max_iterations": 500}, "max_iterations must be at most 200 (got 500)"),
-    ({"action": "start", "goal": "x" * 10_001}, "goal must be at most 10000 characters (got 10001)"),
+    (START, {"goal": "fix add", "max_iterations": 500}, "max_iterations must be at most 200 (got 500)"),
+    (START, {"goal": "x" * 10_001}, "goal must be at most 10000 characters (got 10001)"),
     (
-        {"action": "start", "goal": "fix add", "max_tick_duration_minutes": 0},
+        START,
+        {"goal": "fix add", "max_tick_duration_minutes": 0},
         "max_tick_duration_minutes must be at least 1 (got 0)",
     ),
-    (
-        {"action": "start", "goal": "fix add", "max_tick_duration_minutes": 61},
-        "max_tick_duration_minutes must be at most 60 (got 61)",
-    ),
-    ({"action": "start", "goal": "fix add", "max_cost_usd": 80}, "max_cost_usd must be at most 50 (got 80)"),
-    ({"action": "start", "goal": "fix add", "checkpoint_interval": 201}, "checkpoint_interval must be at most 200"),
-    ({"action": "start", "goal": "fix add", "colour": "red"}, "unknown field 'colour'; the loop tool takes: action,"),
-    ({"action": "restart"}, "action must be one of start, status, stop, list, show, apply (got 'restart')"),
-    ({}, "action is required"),
-    ({"action": "start"}, "goal is required to start a loop"),
-    ({"action": "start", "goal": "   "}, "goal is empty"),
-    ({"action": "status"}, "loop_id is required for action 'status'"),
-    ({"action": "start", "goal": "x", "metric_command": "echo 1"}, "direction ('lower' or 'higher') is required"),
-    ({"action": "start", "goal": "fix add", "direction": "up"}, "direction must be 'lower' or 'higher' (got 'up')"),
-    (
-        {"action": "start", "goal": "fix add", "implementer": "nosuchagent"},
-        "unknown agent 'nosuchagent'; known agents:",
-    ),
-    ({"action": "start", "goal": "fix add", "workspace": "no/such/dir"}, "does not exist or is not a directory"),
-    ({"action": "status", "loop_id": "0042"}, "no runs in"),
-    ({"action": "start", "goal": "fix add", "notify": ["pager:ops"]}, "unknown kind 'pager'"),
-    ({"action": "start", "goal": "fix add", "reviewers": ["codex"] * 9}, "reviewers takes at most 8 items (got 9)"),
+    (START, {"goal": "fix add", "max_tick_duration_minutes": 61}, "max_tick_duration_minutes must be at most 60"),
+    (START, {"goal": "fix add", "max_cost_usd": 80}, "max_cost_usd must be at most 50 (got 80)"),
+    (START, {"goal": "fix add", "checkpoint_interval": 201}, "checkpoint_interval must be at most 200"),
+    (START, {"goal": "fix add", "colour": "red"}, "unknown field 'colour'; loope_start takes: workspace, goal,"),
+    (START, {}, "goal is required"),
+    (START, {"goal": "   "}, "goal is empty"),
+    (START, {"goal": "x", "metric_command": "echo 1"}, "direction ('lower' or 'higher') is required"),
+    (START, {"goal": "fix add", "direction": "up"}, "direction must be 'lower' or 'higher' (got 'up')"),
+    (START, {"goal": "fix add", "implementer": "nosuchagent"}, "unknown agent 'nosuchagent'; known agents:"),
+    (START, {"goal": "fix add", "workspace": "no/such/dir"}, "does not exist or is not a directory"),
+    (START, {"goal": "fix add", "notify": ["pager:ops"]}, "unknown kind 'pager'"),
+    (START, {"goal": "fix add", "reviewers": ["codex"] * 9}, "reviewers takes at most 8 items (got 9)"),
+    ("loope_status", {}, "loop_id is required; loope_list gives the ids"),
+    ("loope_status", {"loop_id": "0042"}, "no runs in"),
+    ("loope_status", {"loop_id": "0042"}, "start one with loope_start"),
+    ("loope_status", {"loop_id": "0001", "wait_s": 301}, "wait_s must be at most 300 (got 301)"),
+    ("loope_list", {"include_finished": True}, "unknown field 'include_finished'; loope_list takes: workspace, all"),
+    ("loope_apply", {"loop_id": "1", "force": "yes please"}, "force: Input should be a valid boolean"),
 ]
 
 
-def test_out_of_range_and_unknown_input_are_tool_errors_naming_the_field_and_limit(project: Project) -> None:
-    async def scenario(loop: Loop) -> None:
-        for arguments, expected in BAD_INPUT:
-            message = await loop.error(**arguments)
-            assert expected in message, (arguments, message)
-        assert "this server has one tool, 'loop'" in await loop.error("loops", action="list")
+def test_bad_input_is_a_tool_error_naming_the_field_and_limit(project: Project) -> None:
+    async def scenario(loope: Loope) -> None:
+        for tool, arguments, expected in BAD_INPUT:
+            message = await loope.error(tool, **arguments)
+            assert expected in message, (tool, arguments, message)
+        message = await loope.error("loop", action="list")
+        assert message == (
+            "unknown tool 'loop'; loope's tools are loope_start, loope_status, loope_list, loope_show,"
+            " loope_stop, loope_apply"
+        )
 
     serve(project.path, scenario)
     assert not (project.path / ".loope" / "runs").exists() or project.runs() == []  # nothing half-started
+
+
+def test_errors_about_loops_name_the_tools_not_the_cli(project: Project, agent_script) -> None:
+    async def scenario(loope: Loope) -> None:
+        started = await loope.call("loope_start", goal="fix add", implementer=agent_script(FIX), verify_command=GATE)
+        message = await loope.error("loope_show", loop_id="0099")
+        assert message == "no run matches '0099'; loope_list gives the ids"
+        await loope.finished(started["loop_id"])
+
+    serve(project.path, scenario)
 
 
 @pytest.mark.parametrize("client", ["claude", "codex", "cursor"])
@@ -306,6 +351,12 @@ def test_print_config_gives_a_snippet_each_client_parses(project: Project, clien
     assert server["args"][-3:] == ["mcp", "--workdir", str(project.path.resolve())]
     if client == "claude":
         assert f"claude mcp add loope -- {command}" in done.stderr
+        allowed = [line.split()[-1] for line in done.stderr.splitlines() if "--allowedTools" in line]
+        assert allowed[0].split(",") == [f"mcp__loope__{name}" for name in TOOLS]
+        assert set(allowed[1].split(",")) == {f"mcp__loope__{name}" for name in READ_ONLY}
+    if client == "codex":
+        assert f"codex mcp add loope -- {command}" in done.stderr
+        assert server["tool_timeout_sec"] > 300  # loope_status may wait that long
     if client == "cursor":
         assert ".cursor/mcp.json" in done.stderr
 
@@ -324,7 +375,7 @@ def test_the_printed_config_starts_a_working_server(project: Project) -> None:
         params = StdioServerParameters(command=server["command"], args=server["args"], cwd="/")
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
-            result = await session.call_tool("loop", {"action": "list", "include_finished": True})
+            result = await session.call_tool("loope_list", {"all": True})
             assert not result.is_error
             assert result.structured_content == {"count": 0, "loops": []}
 

@@ -1,4 +1,4 @@
-"""``loope mcp``: serve the ``loop`` tool over stdio, or print the config that adds it to a client."""
+"""``loope mcp``: serve loope's tools over stdio, or print the config that adds them to a client."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from loope.cli.options import project_dir, workdir_option
     "--print-config",
     "client",
     type=click.Choice(["claude", "codex", "cursor"]),
-    help="Print the snippet that adds this server to Claude Code, Codex or Cursor, and exit.",
+    help="Print the snippet that adds this server to Claude Code, Codex or Cursor (and how to allow its tools), and exit.",
 )
 def mcp(workdir: Path | None, client: str | None) -> int:
-    """Serve loope as an MCP server over stdio: one tool, `loop` (start, status, stop, list, show, apply).
+    """Serve loope as an MCP server over stdio: loope_start, loope_status (with wait_s), loope_list,
+    loope_show, loope_stop and loope_apply.
 
     Loops start in the project this server runs in (the current directory or --workdir) unless a
     call names another workspace.

@@ -1,41 +1,36 @@
-"""What each action of the ``loop`` tool does, as plain functions returning JSON-ready dicts.
+"""What each loope MCP tool does, as plain functions returning compact, JSON-ready dicts.
 
 No MCP here: the server module wraps these; they are the same run control the CLI uses
-(``loope.control``, the run directory, ``loope.workspace.apply``).
+(``loope.control``, the run directory, ``loope.workspace.apply``). Results carry what a model
+needs to decide its next call, not every path a human might want (``loope_show`` has those).
 """
 
 from __future__ import annotations
 
 import json
+import time
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loope.errors import LoopeError
-from loope.mcp.request import LoopRequest
+from loope.mcp.request import DEFAULT_MAX_COST_USD, DEFAULT_MAX_ITERATIONS, StartArgs
+
+if TYPE_CHECKING:
+    from loope.records.rundir import RunDir
 
 LIST_LIMIT = 50
+RECENT_S = 24 * 3600
+"""A plain ``loope_list`` shows the loops that finished within this long, beside the running ones."""
+RECENT_LIMIT = 10
 DIFF_LIMIT = 200_000
-"""Characters of diff returned by ``show``: enough for a review, not a flood for the caller's context."""
+"""Characters of diff returned by ``loope_show``: enough for a review, not a flood for the caller's context."""
+STATE_CHARS = 600
+"""Characters of each state-file section ``loope_status`` quotes."""
 
 
-def handle(request: LoopRequest, project: Path) -> dict[str, Any]:
-    """Carry out ``request`` for the project the server serves; a LoopeError says what is wrong."""
-    workdir = _workdir(request.workspace, project)
-    if request.action == "start":
-        return start(request, workdir)
-    if request.action == "list":
-        return list_loops(workdir, include_finished=request.include_finished)
-    assert request.loop_id is not None  # the request model requires it for the other actions
-    if request.action == "status":
-        return status(workdir, request.loop_id)
-    if request.action == "stop":
-        return stop(workdir, request.loop_id, now=request.now)
-    if request.action == "show":
-        return show(workdir, request.loop_id, diff=request.diff)
-    return apply(workdir, request.loop_id, delete=request.delete, force=request.force, dry_run=request.dry_run)
-
-
-def _workdir(workspace: str | None, project: Path) -> Path:
+def workdir_for(workspace: str | None, project: Path) -> Path:
+    """The project a call is about: its ``workspace``, else the one this server serves."""
     if workspace is None:
         return project
     path = Path(workspace).expanduser()
@@ -45,128 +40,209 @@ def _workdir(workspace: str | None, project: Path) -> Path:
     return path.resolve()
 
 
+def find(workdir: Path, ref: str) -> RunDir:
+    """The loop ``ref`` names, with errors that point at the tools rather than the CLI."""
+    from loope.records.rundir import find_run
+
+    return find_run(workdir, ref, start_hint="start one with loope_start", list_hint="loope_list gives the ids")
+
+
+def _compact(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without its empty values: a model reads every key it is sent."""
+    return {key: value for key, value in data.items() if value not in (None, "", [], {}, False)}
+
+
 # -- start --------------------------------------------------------------------------------------
 
 
-def start(request: LoopRequest, workdir: Path) -> dict[str, Any]:
+def start(args: StartArgs, workdir: Path) -> dict[str, Any]:
     """Build the spec (defaults < loope.toml < these values) and drive the loop in the background."""
     from loope.control import start_detached
     from loope.spec import build_spec
 
-    given = request.model_fields_set
+    given = args.model_fields_set
     flags: dict[str, Any] = {
-        "goal": request.goal,
-        "implementer": request.implementer,
+        "goal": args.goal,
+        "implementer": args.implementer,
         # An MCP caller names its reviewers; none by default, whatever loope.toml says.
-        "reviewers": list(request.reviewers or []),
-        "critic": request.critic,
-        "checkpoint_every": request.checkpoint_interval,
-        "verify_cmd": request.verify_command,
-        "metric_cmd": request.metric_command,
-        "direction": request.direction,
-        "success_cmd": request.success_command,
-        "notify": list(request.notify) if request.notify else None,
+        "reviewers": list(args.reviewers or []),
+        "critic": args.critic,
+        "checkpoint_every": args.checkpoint_interval,
+        "verify_cmd": args.verify_command,
+        "metric_cmd": args.metric_command,
+        "direction": args.direction,
+        "success_cmd": args.success_command,
+        "notify": list(args.notify) if args.notify else None,
     }
-    if request.max_tick_duration_minutes is not None:
-        flags["timeout"] = request.max_tick_duration_minutes * 60
+    if args.max_tick_duration_minutes is not None:
+        flags["timeout"] = args.max_tick_duration_minutes * 60
     if "max_iterations" in given:
-        flags["max_iters"] = request.max_iterations
+        flags["max_iters"] = args.max_iterations
     if "max_cost_usd" in given:
-        flags["max_cost"] = request.max_cost_usd
+        flags["max_cost"] = args.max_cost_usd
     # The tool's own defaults sit beneath the project's loope.toml; values the caller gave win.
-    defaults = {
-        "max_iters": LoopRequest.model_fields["max_iterations"].default,
-        "max_cost": LoopRequest.model_fields["max_cost_usd"].default,
-    }
+    defaults = {"max_iters": DEFAULT_MAX_ITERATIONS, "max_cost": DEFAULT_MAX_COST_USD}
     spec = build_spec(flags, workdir, defaults=defaults)
     loop_id = start_detached(spec)
     return {
         "loop_id": loop_id,
         "status": "running",
-        "workspace": str(spec.workdir),
         "max_iterations": spec.max_iters,
         "max_cost_usd": spec.max_cost,
         "implementer": spec.implementer,
         "reviewers": list(spec.reviewers),
+        "verify_command": spec.verify_cmd,
+        "next": f"loope_status with loop_id={loop_id!r} and wait_s to wait for it",
     }
 
 
 # -- status, stop, list -------------------------------------------------------------------------
 
 
-def status(workdir: Path, ref: str) -> dict[str, Any]:
-    """The loop's record, its runner and its state file (the first lines of it)."""
-    from loope.control import run_status
-    from loope.records.rundir import find_run
+def progress(workdir: Path, run_id: str) -> tuple[str, int]:
+    """What ``loope_status wait_s`` watches: the loop's status and how many iterations it finished."""
+    from loope.records.rundir import RUNS
+    from loope.runners import effective_status
 
-    return dict(run_status(workdir, find_run(workdir, ref).run_id))
+    root = workdir / RUNS / run_id
+    try:
+        record = json.loads((root / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ("running", -1)  # being rewritten this instant; the next look will read it
+    try:
+        with (root / "ledger.jsonl").open("rb") as ledger:  # one line per finished iteration
+            finished = sum(1 for _ in ledger)
+    except FileNotFoundError:
+        finished = 0
+    return effective_status(record), finished
+
+
+def status(workdir: Path, run_id: str) -> dict[str, Any]:
+    """Where the loop is, its budgets, and (while it runs) what the agent's state file says it does next."""
+    from loope.control import run_status
+
+    full = run_status(workdir, run_id)
+    loop = full["loop"]
+    running = loop["status"] == "running"
+    result: dict[str, Any] = {
+        "loop_id": run_id,
+        "status": loop["status"],
+        "stop_reason": loop["stop_reason"],
+        "stop_detail": None if running else loop["stop_detail"],
+        "iteration": loop["iteration"],
+        "max_iterations": loop["max_iterations"],
+        "cost_usd": round(float(loop["cost_usd"] or 0), 4),
+        "max_cost_usd": loop["max_cost_usd"],
+        "last_error": loop["last_error"] if loop["last_error"] != loop["stop_detail"] else None,
+        "stop_requested": running and loop["stop_requested"],
+    }
+    result.update(_agent_state(full, running=running))
+    result["next"] = _next(run_id, loop["status"])
+    return _compact(result)
+
+
+def _agent_state(full: dict[str, Any], *, running: bool) -> dict[str, Any]:
+    """The state file's view, where it cannot contradict the run's own status.
+
+    While the loop runs, the agent's claims (``done``, ``blocked``) are what it says about the
+    work in flight. Once the loop finished, its status is the truth and the frontmatter is left
+    out; a blocked agent's notes still say why it stopped. An untouched template says nothing.
+    """
+    from loope.records.state import section
+
+    front = full["frontmatter"]
+    text = full["state_excerpt"]
+    if not text or (not front.get("iteration") and section(text, "progress") == "(nothing yet)"):
+        return {}
+    said = str(front.get("status", "")).strip().lower()
+    if not running:
+        return {"agent_notes": section(text, "notes")[:STATE_CHARS]} if said == "blocked" else {}
+    return {
+        "agent_says": {
+            "status": said or None,
+            "progress": section(text, "progress")[:STATE_CHARS],
+            "next_action": section(text, "next action")[:STATE_CHARS],
+        }
+    }
+
+
+def _next(run_id: str, status: str) -> str:
+    if status == "running":
+        return "loope_status with wait_s waits for it; loope_stop ends it"
+    if status == "dead":
+        return "its runner died; `loope resume` in the project continues it"
+    return f"loope_show for the report, loope_apply to land its changes (loop_id={run_id!r})"
 
 
 def stop(workdir: Path, ref: str, *, now: bool) -> dict[str, Any]:
     """Ask the loop to stop before its next step (``now``: kill the step in flight too)."""
     from loope.control import stop_run
-    from loope.records.rundir import find_run
 
-    rundir = find_run(workdir, ref)
+    rundir = find(workdir, ref)
     requested, detail = stop_run(workdir, rundir.run_id, now=now)
     status = rundir.read_json("run.json").get("status")
     return {"stop_requested": requested, "loop_id": rundir.run_id, "status": status, "detail": detail}
 
 
-def list_loops(workdir: Path, *, include_finished: bool) -> dict[str, Any]:
-    """Running loops, newest first; with ``include_finished``, the most recent loops whatever their status."""
+def list_loops(workdir: Path, *, every: bool) -> dict[str, Any]:
+    """Running loops and those finished in the last day, newest first; ``every``: the 50 most recent."""
     from loope.records.rundir import list_runs
 
-    loops = []
+    loops: list[dict[str, Any]] = []
+    finished = 0
     for rundir in reversed(list_runs(workdir)):
         try:
             record = rundir.read_json("run.json")
         except (OSError, ValueError):
             continue  # a run directory still being created, or left half-written by a crash
-        if record.get("status") != "running" and not include_finished:
-            continue
+        if not every and record.get("status") != "running":
+            if finished == RECENT_LIMIT or not _recent(record.get("finished_at")):
+                continue
+            finished += 1
         loops.append(_summary_line(record))
         if len(loops) == LIST_LIMIT:
             break
     return {"count": len(loops), "loops": loops}
 
 
+def _recent(stamp: Any) -> bool:
+    try:
+        finished = datetime.fromisoformat(str(stamp)).timestamp()
+    except ValueError:
+        return False
+    return time.time() - finished <= RECENT_S
+
+
 def _summary_line(record: dict[str, Any]) -> dict[str, Any]:
     from loope.runners import effective_status
 
-    status = effective_status(record)
     totals = record.get("totals", {})
-    return {
-        "id": record.get("run_id"),
-        "goal": str(record.get("goal", ""))[:200],
-        "status": status,
-        "stop_reason": record.get("stop_reason"),
-        "iteration": record.get("iterations", 0),
-        "max_iterations": record.get("max_iters"),
-        "cost_usd": totals.get("cost_usd", 0.0),
-        "started_at": record.get("started_at"),
-        "finished_at": record.get("finished_at"),
-    }
+    return _compact(
+        {
+            "loop_id": record.get("run_id"),
+            "status": effective_status(record),
+            "stop_reason": record.get("stop_reason"),
+            "iteration": record.get("iterations", 0),
+            "cost_usd": round(float(totals.get("cost_usd") or 0), 4),
+            "goal": str(record.get("goal", ""))[:120],
+            "finished_at": record.get("finished_at"),
+        }
+    )
 
 
 # -- show, apply --------------------------------------------------------------------------------
 
 _SUMMARY_KEYS = (
-    "run_id",
-    "goal",
     "status",
     "converged",
     "iterations",
     "max_iters",
     "stop_reason",
     "stop_detail",
-    "started_at",
-    "finished_at",
     "duration_s",
     "implementer",
     "reviewers",
     "verify_cmd",
-    "workspace",
     "totals",
     "best",
     "changes",
@@ -176,12 +252,12 @@ _SUMMARY_KEYS = (
 def show(workdir: Path, ref: str, *, diff: bool) -> dict[str, Any]:
     """The loop's report (markdown), the gist of its run.json, and optionally its cumulative diff."""
     from loope.records.report import render
-    from loope.records.rundir import find_run
 
-    rundir = find_run(workdir, ref)
+    rundir = find(workdir, ref)
     record = rundir.read_json("run.json")
     result: dict[str, Any] = {
         "loop_id": rundir.run_id,
+        "run_dir": str(rundir.root),
         "report": render(record),
         "run": {key: record.get(key) for key in _SUMMARY_KEYS},
     }
@@ -205,21 +281,19 @@ def _diff(root: Path, record: dict[str, Any]) -> str:
 def apply(workdir: Path, ref: str, *, delete: bool, force: bool, dry_run: bool) -> dict[str, Any]:
     """Land a finished loop's changes in its workdir, with the safety of ``loope apply``."""
     from loope.records.model import RunRecord
-    from loope.records.rundir import find_run
     from loope.workspace import apply as landing
 
-    rundir = find_run(workdir, ref)
+    rundir = find(workdir, ref)
     record = RunRecord.from_dict(rundir.read_json("run.json"))
     if record.status == "running":
-        raise LoopeError(f"loop {record.run_id} is still running; wait for it to finish or stop it first")
+        raise LoopeError(
+            f"loop {record.run_id} is still running; wait for it with loope_status wait_s, or end it with loope_stop"
+        )
     target = Path(record.workdir)
     if not target.is_dir():
         raise LoopeError(f"the loop's workdir {target} no longer exists; nothing to apply to")
     git, planned = landing.plan_run(record, target, delete=delete, force=force)
-    plan = [
-        {"path": p.path, "action": p.action, "note": p.note or None, "conflict": p.conflict, "line": p.line()}
-        for p in planned
-    ]
+    plan = [_compact({"path": p.path, "action": p.action, "note": p.note, "conflict": p.conflict}) for p in planned]
     result: dict[str, Any] = {"loop_id": record.run_id, "target": str(target), "plan": plan, "applied": False}
     conflicts = [p for p in planned if p.conflict]
     if not planned:
@@ -239,5 +313,5 @@ def apply(workdir: Path, ref: str, *, delete: bool, force: bool, dry_run: bool) 
 
 
 def as_text(result: dict[str, Any]) -> str:
-    """The result as the tool's text content: indented JSON."""
-    return json.dumps(result, indent=2, ensure_ascii=False, default=str)
+    """The result as the tool's text content: JSON on one line (a model reads it as well, in fewer tokens)."""
+    return json.dumps(result, ensure_ascii=False, default=str)

@@ -34,19 +34,47 @@ def launcher() -> list[str]:
 
 
 def snippet(client: str, workdir: Path, command: list[str] | None = None) -> Snippet:
-    """The config for ``client`` that starts ``loope mcp --workdir WORKDIR``."""
+    """The config for ``client`` that starts ``loope mcp --workdir WORKDIR``, and how to allow its tools."""
+    from loope.mcp.request import WAIT_MAX_S
+    from loope.mcp.tools import READ_ONLY, TOOLS
+
     program, *prefix = command or launcher()
     args = [*prefix, "mcp", "--workdir", str(workdir)]
     server = {"command": program, "args": args}
     if client == "codex":
         toml_args = ", ".join(json.dumps(a) for a in args)
-        text = f"[mcp_servers.loope]\ncommand = {json.dumps(program)}\nargs = [{toml_args}]\n"
-        return Snippet(text, "# add to ~/.codex/config.toml")
+        text = (
+            f"[mcp_servers.loope]\ncommand = {json.dumps(program)}\nargs = [{toml_args}]\n"
+            f"tool_timeout_sec = {WAIT_MAX_S + 30}\n"
+        )
+        read_only = ", ".join(json.dumps(name) for name in READ_ONLY)
+        hint = (
+            f"# run: {shlex.join(['codex', 'mcp', 'add', 'loope', '--', program, *args])}\n"
+            f"# then set tool_timeout_sec = {WAIT_MAX_S + 30} under [mcp_servers.loope] (codex stops waiting for a"
+            f" tool after 60 s; loope_status may wait {WAIT_MAX_S} s)\n"
+            f"# to offer only the read-only tools, add: enabled_tools = [{read_only}]\n"
+            "# or add to ~/.codex/config.toml:"
+        )
+        return Snippet(text, hint)
     if client == "cursor":
         text = json.dumps({"mcpServers": {"loope": server}}, indent=2) + "\n"
-        return Snippet(text, f"# add to {workdir / '.cursor' / 'mcp.json'} (or ~/.cursor/mcp.json for every project)")
+        hint = (
+            f"# in print mode, load it without asking: cursor-agent -p --approve-mcps ...\n"
+            f"# add to {workdir / '.cursor' / 'mcp.json'} (or ~/.cursor/mcp.json for every project):"
+        )
+        return Snippet(text, hint)
     if client == "claude":
         text = json.dumps({"mcpServers": {"loope": {"type": "stdio", **server}}}, indent=2) + "\n"
         add = shlex.join(["claude", "mcp", "add", "loope", "--", program, *args])
-        return Snippet(text, f"# run: {add}\n# or add to {workdir / '.mcp.json'} (shared with the project):")
+        every = ",".join(f"mcp__loope__{tool.name}" for tool in TOOLS)
+        reading = ",".join(f"mcp__loope__{name}" for name in READ_ONLY)
+        hint = (
+            f"# run: {add}\n"
+            "# claude -p runs an MCP tool only when it is allowed up front; allow loope's tools with:\n"
+            f"#   --allowedTools {every}\n"
+            f"# or only the read-only ones (the others then ask):\n"
+            f"#   --allowedTools {reading}\n"
+            f"# or add to {workdir / '.mcp.json'} (shared with the project):"
+        )
+        return Snippet(text, hint)
     raise ValueError(f"unknown client {client!r}; known: {', '.join(CLIENTS)}")

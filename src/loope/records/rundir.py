@@ -111,17 +111,26 @@ def list_runs(workdir: Path) -> list[RunDir]:
     return sorted(found, key=lambda r: (_number(r.run_id), r.run_id))
 
 
-def find_run(workdir: Path, ref: str) -> RunDir:
-    """The run whose id starts with ``ref`` (``0007`` or ``7`` or the whole id); exactly one must match."""
+def find_run(
+    workdir: Path,
+    ref: str,
+    *,
+    start_hint: str = "start one with `loope run`",
+    list_hint: str = "`loope runs` lists them",
+) -> RunDir:
+    """The run whose id starts with ``ref`` (``0007`` or ``7`` or the whole id); exactly one must match.
+
+    The hints name the caller's own commands (the MCP tools name theirs).
+    """
     runs = list_runs(workdir)
     if not runs:
-        raise LoopeError(f"no runs in {workdir / RUNS}; start one with `loope run`")
+        raise LoopeError(f"no runs in {workdir / RUNS}; {start_hint}")
     ref = ref.strip()
     matches = [r for r in runs if r.run_id == ref] or [r for r in runs if r.run_id.startswith(ref)]
     if not matches and ref.isdigit():
         matches = [r for r in runs if _number(r.run_id) == int(ref)]
     if not matches:
-        raise LoopeError(f"no run matches {ref!r}; `loope runs` lists them")
+        raise LoopeError(f"no run matches {ref!r}; {list_hint}")
     if len(matches) > 1:
         names = ", ".join(r.run_id for r in matches[:5])
         raise LoopeError(f"{ref!r} matches {len(matches)} runs ({names}); give more of the id")
