@@ -15,7 +15,7 @@ from loope.cli.options import project_dir, workdir_option
     "--print-config",
     "client",
     type=click.Choice(["claude", "codex", "cursor"]),
-    help="Print the snippet that adds this server to Claude Code, Codex or Cursor (and how to allow its tools), and exit.",
+    help="Print the snippet that adds this server to Claude Code, Codex or Cursor, and how to allow its tools.",
 )
 def mcp(workdir: Path | None, client: str | None) -> int:
     """Serve loope as an MCP server over stdio: loope_start, loope_status (with wait_s), loope_list,
