@@ -8,6 +8,8 @@ AGENTS_DIR ?= .cache/agents
 AGENTS_STAMP := $(AGENTS_DIR)/.installed
 CLAUDE_CODE_VERSION ?= 2.1.332
 CODEX_VERSION ?= 0.171.0
+CLAUDE_ACP_VERSION ?= 0.23.1
+CODEX_ACP_VERSION ?= 0.16.0
 
 .PHONY: demo test lint typecheck unit agents bench clean
 
@@ -22,7 +24,8 @@ $(AGENTS_STAMP):
 	@if command -v npm >/dev/null 2>&1; then \
 		mkdir -p $(AGENTS_DIR) && \
 		npm install --silent --no-audit --no-fund --prefix $(AGENTS_DIR) \
-			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) && \
+			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) \
+			@zed-industries/claude-agent-acp@$(CLAUDE_ACP_VERSION) @zed-industries/codex-acp@$(CODEX_ACP_VERSION) && \
 		touch $(AGENTS_STAMP); \
 	else echo "npm not found: the end-to-end agent tests will be skipped"; fi
 

@@ -18,7 +18,10 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
 
 from loope.errors import LoopeError
 
@@ -340,6 +343,34 @@ def _start_error(argv: tuple[str, ...], cwd: Path | str, exc: OSError) -> str:
         return f"not a directory: {cwd}"
     # E2BIG (the arguments are too long), ENOEXEC (not a program), EMFILE, ENOMEM, ...
     return f"cannot run {argv[0]}: {exc.strerror or exc}"
+
+
+async def spawn_piped(
+    argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str] | None, stderr_path: Path
+) -> asyncio.subprocess.Process | str:
+    """Start ``argv`` for a conversation over its stdin and stdout (ACP agents); or why it cannot start.
+
+    Its own process group, as for :func:`run_process` (the caller kills the group with
+    :func:`kill_group` when it is done); stderr goes to ``stderr_path``; the pipes carry
+    newline-delimited JSON-RPC, so a line may be long (the stream limit is 64 MiB).
+    """
+    import asyncio
+
+    argv_t = tuple(argv)
+    try:
+        with stderr_path.open("ab") as stderr:
+            return await asyncio.create_subprocess_exec(
+                *argv_t,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+                start_new_session=True,
+                limit=64 * 1024 * 1024,
+            )
+    except OSError as exc:
+        return _start_error(argv_t, cwd, exc)
 
 
 def spawn_detached(argv: Sequence[str], *, cwd: Path | str, log_path: Path) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loope.agents import registry
+from loope.errors import LoopeError
 from tests.unit.adapter_fakes import fake_binary, make_request
 
 CLI_ADAPTERS = ["gemini", "opencode", "cursor", "amp", "copilot", "goose", "aider", "qwen", "kiro"]
@@ -24,7 +25,7 @@ def test_every_registered_adapter_imports_with_a_complete_info(name):
         assert info.binary.strip()
         assert info.version_args
         assert info.auth_env or info.login_files, "loope doctor needs a way to find credentials"
-        assert cls.binary_env_var() == f"LOOPE_{name.upper()}_BIN"
+        assert cls.binary_env_var() == f"LOOPE_{name.upper().replace('-', '_')}_BIN"
 
 
 @pytest.mark.parametrize("name", CLI_ADAPTERS)
@@ -165,3 +166,16 @@ def test_login_and_rate_limit_advice_only_for_what_says_so(text, advice):
 
     found = classify(text)
     assert (found is None) if advice is None else (advice in (found or ""))
+
+
+def test_acp_specs_name_any_command_and_the_presets() -> None:
+    spec = registry.parse("acp:gemini --experimental-acp")
+    assert (spec.name, spec.command, str(spec)) == ("acp", "gemini --experimental-acp", "acp:gemini --experimental-acp")
+    assert registry.create(spec).argv() == ["gemini", "--experimental-acp"]
+    preset = registry.parse("codex-acp:gpt-5.5")
+    assert (preset.name, preset.model) == ("codex-acp", "gpt-5.5")
+    assert registry.create(preset, {"bin": "/opt/codex-acp"}).argv() == ["/opt/codex-acp", "-c", 'model="gpt-5.5"']
+    assert registry.create(registry.parse("gemini-acp")).argv()[1:] == ["--experimental-acp"]
+    with pytest.raises(LoopeError, match="acp: needs the command that starts the agent"):
+        registry.parse("acp:  ")
+    assert {"acp", "claude-acp", "codex-acp", "gemini-acp"} <= set(registry.known())

@@ -97,6 +97,9 @@ class AgentRequest:
     """Told the process group id of the agent's process as soon as it starts."""
     sandboxed: bool = False
     """The step runs inside loope's sandbox (a CLI's own sandbox is then redundant, and may not nest)."""
+    may_write: Callable[[str], str | None] | None = None
+    """Why the agent may not write a workspace-relative path (protected, not editable), or None when it
+    may: the guard's rules, for adapters that see a write before it happens (ACP) and refuse it."""
 
     @property
     def mode(self) -> Mode:

@@ -22,13 +22,16 @@ _ADAPTERS: dict[str, str] = {
     "aider": "loope.agents.aider:AiderAgent",
     "qwen": "loope.agents.qwen:QwenAgent",
     "kiro": "loope.agents.kiro:KiroAgent",
+    "claude-acp": "loope.agents.acp.agent:ClaudeAcpAgent",
+    "codex-acp": "loope.agents.acp.agent:CodexAcpAgent",
+    "gemini-acp": "loope.agents.acp.agent:GeminiAcpAgent",
     "stub": "loope.agents.stub:StubAgent",
 }
 
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """A parsed agent spec: ``claude``, ``claude:opus``, or ``exec:<command>``."""
+    """A parsed agent spec: ``claude``, ``claude:opus``, ``exec:<command>`` or ``acp:<command>``."""
 
     name: str
     model: str | None = None
@@ -36,13 +39,13 @@ class AgentSpec:
 
     def __str__(self) -> str:
         if self.command is not None:
-            return f"exec:{self.command}"
+            return f"{self.name}:{self.command}"
         return f"{self.name}:{self.model}" if self.model else self.name
 
 
 def known() -> list[str]:
-    """Every adapter name, ``exec`` included."""
-    return sorted([*_ADAPTERS, "exec"])
+    """Every adapter name, ``exec`` and ``acp`` included."""
+    return sorted([*_ADAPTERS, "exec", "acp"])
 
 
 def parse(spec: str) -> AgentSpec:
@@ -53,6 +56,13 @@ def parse(spec: str) -> AgentSpec:
         if not command:
             raise LoopeError("exec: needs a command, for example --implementer 'exec:./agent.sh'")
         return AgentSpec("exec", command=command)
+    if text.startswith("acp:"):
+        command = text[len("acp:") :].strip()
+        if not command:
+            raise LoopeError(
+                "acp: needs the command that starts the agent, for example 'acp:gemini --experimental-acp'"
+            )
+        return AgentSpec("acp", command=command)
     name, _, model = text.partition(":")
     name = name.strip().lower()
     if name not in _ADAPTERS:
@@ -61,7 +71,8 @@ def parse(spec: str) -> AgentSpec:
         close = difflib.get_close_matches(name, known(), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise LoopeError(
-            f"unknown agent {spec!r}; {hint}known agents: {', '.join(known())} (or exec:<command> for your own)"
+            f"unknown agent {spec!r}; {hint}known agents: {', '.join(known())}"
+            " (or exec:<command> for your own, acp:<command> for any ACP agent)"
         )
     return AgentSpec(name, model.strip() or None)
 
@@ -71,6 +82,10 @@ def adapter_class(name: str) -> Any:
         from loope.agents.exec import ExecAgent
 
         return ExecAgent
+    if name == "acp":
+        from loope.agents.acp.agent import AcpAgent
+
+        return AcpAgent
     module, _, cls = _ADAPTERS[name].partition(":")
     return getattr(importlib.import_module(module), cls)
 

@@ -123,6 +123,7 @@ class StepRunner:
             cancel=run.cancel,
             on_event=on_event,
             on_spawn=pid_recorder(step_dir),
+            may_write=self.guard.refusal,
         )
         started = time.monotonic()
         result = self.attempts.run_agent(agent, request, step=number, adapter=agent.label)

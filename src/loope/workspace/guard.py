@@ -149,13 +149,22 @@ class Guard:
 
     def why_not(self, path: str) -> str | None:
         """Why the agent may not change ``path`` (named from the top of the work tree), or None when it may."""
+        rule = self._rule(path)
+        return f"{rule}; your change to it was undone" if rule else None
+
+    def refusal(self, rel: str) -> str | None:
+        """Why the agent may not write ``rel`` (relative to the workspace), said before it writes; None: it may."""
+        if self.state_file is not None and self.workspace.path / rel == self.state_file:
+            return None
+        return self._rule(self._prefix + rel)
+
+    def _rule(self, path: str) -> str | None:
         local = self._local(path)
         if local is not None and self._protect.match_file(local):  # type: ignore[attr-defined]
-            return f"{path} is protected; your change to it was undone"
+            return f"{path} is protected"
         editable = self._editable
         if editable is not None and (local is None or not editable.match_file(local)):  # type: ignore[attr-defined]
-            allowed = ", ".join(self.editable_patterns)
-            return f"{path} is outside the editable paths ({allowed}); your change to it was undone"
+            return f"{path} is outside the editable paths ({', '.join(self.editable_patterns)})"
         return None
 
     def check(self, changes: list[FileChange]) -> list[tuple[str, str]]:

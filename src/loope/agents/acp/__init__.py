@@ -1,0 +1,1 @@
+"""Agents that speak the Agent Client Protocol (ACP): ``acp:<command>`` and the named presets."""

@@ -1,0 +1,206 @@
+"""``acp:<command>`` and its presets: any agent that speaks the Agent Client Protocol over stdio.
+
+One step is one session: the agent process starts, ``initialize``, ``session/new`` with the
+workspace as cwd, one ``session/prompt``; then the process group is killed. A timeout or a stop
+sends ``session/cancel`` first and gives the agent a moment to end its turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from loope import __version__
+from loope.agents.base import AdapterInfo, AgentRequest, AgentResult
+from loope.agents.failure import explain
+from loope.records.atomic import write_text
+
+_ENV_SAFE = re.compile(r"[^A-Z0-9]+")
+
+GENERIC = AdapterInfo(
+    name="acp",
+    binary=None,
+    install="any agent that speaks ACP on stdio: --implementer 'acp:gemini --experimental-acp'",
+    read_only="loope answers the agent's permission requests: every edit and command refused",
+    cost_source="reported when the agent sends usage_update, else estimated from tokens",
+    summary="any Agent Client Protocol agent (acp:<command>)",
+)
+
+
+class AcpAgent:
+    """An ACP agent run by its command line (``acp:<command>``)."""
+
+    name: ClassVar[str] = "acp"
+    info: ClassVar[AdapterInfo] = GENERIC
+    launch: ClassVar[tuple[str, ...]] = ()
+    """The preset's arguments after the program (``--experimental-acp``)."""
+
+    def __init__(self, command: str | None = None, *, options: Mapping[str, Any] | None = None) -> None:
+        self.command = command
+        self.model: str | None = None
+        self.options: Mapping[str, Any] = options or {}
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+    # -- how it starts ----------------------------------------------------------------------------
+
+    def argv(self) -> list[str]:
+        extra = [str(a) for a in self.options.get("args", [])]
+        if self.command is not None:
+            return [*shlex.split(self.command), *extra]
+        return [self.binary(), *self.launch, *self.model_args(), *extra]
+
+    @classmethod
+    def binary_env_var(cls) -> str:
+        return f"LOOPE_{_ENV_SAFE.sub('_', cls.name.upper())}_BIN"
+
+    def binary(self) -> str:
+        """loope.toml's ``bin``, else ``LOOPE_<NAME>_BIN``, else the preset's program."""
+        return str(self.options.get("bin") or os.environ.get(self.binary_env_var()) or self.info.binary)
+
+    def model_args(self) -> list[str]:
+        return []
+
+    def model_env(self) -> dict[str, str]:
+        return {}
+
+    def preflight(self, workdir: Path) -> str | None:
+        try:
+            argv = self.argv()
+        except ValueError as exc:
+            return f"{self.name}: cannot parse the command {self.command!r}: {exc}"
+        if not argv:
+            return "acp: needs a command, for example --implementer 'acp:gemini --experimental-acp'"
+        program = argv[0]
+        if os.sep in program:
+            path = Path(program).expanduser()
+            if (path if path.is_absolute() else workdir / path).exists():
+                return None
+            if self.command is not None:
+                return f"acp: {program} does not exist"
+            return f"{self.name}: {program} does not exist; fix [agents.{self.name}] bin or {self.binary_env_var()}"
+        if shutil.which(program):
+            return None
+        return f"{self.name} is not installed ({program} not found on PATH); install it with: {self.info.install}"
+
+    # -- one step ---------------------------------------------------------------------------------
+
+    def run(self, request: AgentRequest) -> AgentResult:
+        missing = self.preflight(request.workspace)
+        if missing:
+            return AgentResult(ok=False, message="", error=missing)
+        argv = self.argv()
+        write_text(request.step_dir / "argv.json", json.dumps(argv, indent=2) + "\n")
+        env = {**os.environ, **request.protocol_env(), **self.model_env(), **request.env}
+        from loope.agents.acp.session import drive
+
+        outcome = asyncio.run(drive(argv, env, request, client_version=__version__))
+        return self._result(outcome, request)
+
+    def _result(self, outcome: Any, request: AgentRequest) -> AgentResult:
+        seen = outcome.client.seen if outcome.client is not None else None
+        error = outcome.error
+        if outcome.timed_out:
+            error = f"timed out after {round(request.timeout_s or 0, 1):g}s"
+            if seen is not None and seen.last_action:
+                error += f" (last action: {seen.last_action})"
+        elif outcome.cancelled:
+            error = "stopped"
+        elif error:
+            error = explain(f"{self.label}: {error}", outcome.stderr_tail)
+        input_tokens = seen.input_tokens if seen else 0
+        output_tokens = seen.output_tokens if seen else 0
+        cost, estimated = self.cost(seen.cost_usd if seen else None, input_tokens, output_tokens)
+        reported = seen is not None and seen.cost_usd is not None
+        return AgentResult(
+            ok=error is None,
+            message=outcome.message,
+            error=error,
+            timed_out=outcome.timed_out,
+            cancelled=outcome.cancelled,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_usd=cost,
+            cost_estimated=estimated,
+            cost_known=reported or estimated or input_tokens + output_tokens == 0,
+            last_action=seen.last_action if seen else None,
+            model=self.model,
+        )
+
+    def cost(self, reported: float | None, input_tokens: int, output_tokens: int) -> tuple[float, bool]:
+        """The agent's own figure when it sent one, else an estimate from the tokens (flagged)."""
+        if reported is not None:
+            return reported, False
+        from loope.agents.pricing import estimate
+
+        estimated = estimate(self.model, input_tokens, output_tokens, self.options)
+        return (estimated, True) if estimated is not None else (0.0, False)
+
+
+class _Preset(AcpAgent):
+    """A named ACP agent: its program, its install line, how it takes a model."""
+
+    def __init__(self, model: str | None = None, *, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(None, options=options)
+        self.model = model
+
+
+class ClaudeAcpAgent(_Preset):
+    name = "claude-acp"
+    info = AdapterInfo(
+        name="claude-acp",
+        binary="claude-agent-acp",
+        install="npm install -g @zed-industries/claude-agent-acp",
+        read_only=GENERIC.read_only,
+        cost_source="reported (usage_update)",
+        summary="Claude Code over ACP (Zed's claude-agent-acp)",
+        auth_env=("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"),
+        login_files=(".claude/.credentials.json",),
+    )
+
+    def model_env(self) -> dict[str, str]:
+        return {"ANTHROPIC_MODEL": self.model} if self.model else {}
+
+
+class CodexAcpAgent(_Preset):
+    name = "codex-acp"
+    info = AdapterInfo(
+        name="codex-acp",
+        binary="codex-acp",
+        install="npm install -g @zed-industries/codex-acp",
+        read_only=GENERIC.read_only,
+        cost_source="estimated from tokens",
+        summary="Codex over ACP (Zed's codex-acp)",
+        auth_env=("OPENAI_API_KEY", "CODEX_API_KEY"),
+        login_files=(".codex/auth.json",),
+    )
+
+    def model_args(self) -> list[str]:
+        return ["-c", f"model={json.dumps(self.model)}"] if self.model else []
+
+
+class GeminiAcpAgent(_Preset):
+    name = "gemini-acp"
+    launch = ("--experimental-acp",)
+    info = AdapterInfo(
+        name="gemini-acp",
+        binary="gemini",
+        install="npm install -g @google/gemini-cli",
+        read_only=GENERIC.read_only,
+        cost_source="estimated from tokens",
+        summary="Gemini CLI in its ACP mode (gemini --experimental-acp)",
+        auth_env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+        login_files=(".gemini/oauth_creds.json",),
+    )
+
+    def model_args(self) -> list[str]:
+        return ["--model", self.model] if self.model else []
