@@ -154,7 +154,7 @@ def test_a_timeout_cancels_the_session_and_leaves_no_process(project, cli, use_c
 
     use_claude_acp(script)
     result = cli(
-        "run", "Fix add()", "--verify-cmd", GATE, "--timeout", "8", "--implementer", "claude-acp", "--no-review",
+        "run", "Fix add()", "--verify-cmd", GATE, "--timeout", "30", "--implementer", "claude-acp", "--no-review",
         cwd=project.path,
     )  # fmt: skip
 
@@ -162,7 +162,10 @@ def test_a_timeout_cancels_the_session_and_leaves_no_process(project, cli, use_c
     run = project.run_json()
     assert run["stop_reason"] == "timed_out"
     (step,) = steps(project, "implementer")
-    assert '"method": "session/cancel"' in (step / "transcript.jsonl").read_text()
+    transcript = (step / "transcript.jsonl").read_text()
+    assert '"method": "session/cancel"' in transcript
+    assert ("command", f"sleep {MARKER}") in [(e.get("action"), e.get("target")) for e in events(step)]
+    assert '"outcome": "selected", "optionId": "allow"' in transcript  # loope let the command run
     assert not [pid for pid in _pids() if MARKER in _cmdline(pid)], "the agent's sleep outlived its step"
 
 

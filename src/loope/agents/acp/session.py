@@ -8,11 +8,12 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from loope.agents.acp.client import LoopeClient
 from loope.agents.base import AgentRequest
-from loope.proc import kill_group, spawn_piped
+from loope.proc import spawn_piped
+from loope.proctree import kill_tree
 
 CANCEL_GRACE_S = 5.0
 """How long an agent has to end its turn after ``session/cancel`` before its process group is killed."""
@@ -51,7 +52,7 @@ async def drive(argv: list[str], env: dict[str, str], request: AgentRequest, *, 
             )
         finally:
             await asyncio.to_thread(client.terminals.close)
-            kill_group(proc.pid)  # the agent and anything it started: nothing outlives the step
+            kill_tree(proc.pid)  # the agent and all it started (shell tools leave its group): nothing outlives the step
             await proc.wait()
     outcome.message = client.finish()
     outcome.stderr_tail = _tail(stderr_path)
@@ -67,8 +68,9 @@ async def _converse(
     transcript: IO[str],
     version: str,
 ) -> None:
-    from acp import PROTOCOL_VERSION, ClientSideConnection, RequestError, text_block
+    from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
     from acp.connection import StreamEvent
+    from acp.interfaces import Client
     from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
     def record(event: StreamEvent) -> None:
@@ -76,7 +78,9 @@ async def _converse(
         transcript.flush()
 
     request = client.request
-    conn = ClientSideConnection(client, stdin, stdout, observers=[record])
+    # LoopeClient serves the methods loope offers (files, terminals, permissions, updates); the SDK
+    # answers "method not found" for the rest (elicitation), which the Client protocol also lists.
+    conn = connect_to_agent(cast("Client", client), stdin, stdout, observers=[record])
     session: list[str] = []
 
     async def turn() -> Any:
