@@ -165,7 +165,6 @@ def test_a_timeout_cancels_the_session_and_leaves_no_process(project, cli, use_c
     transcript = (step / "transcript.jsonl").read_text()
     assert '"method": "session/cancel"' in transcript
     assert ("command", f"sleep {MARKER}") in [(e.get("action"), e.get("target")) for e in events(step)]
-    assert '"outcome": "selected", "optionId": "allow"' in transcript  # loope let the command run
     assert not [pid for pid in _pids() if MARKER in _cmdline(pid)], "the agent's sleep outlived its step"
 
 
