@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import CALC_TESTS, FIX, GATE, Project
 from tests.e2e.conftest import agent_binary
-from tests.e2e.model_server import MessagesRequest, ModelServer, Turn, reply, text, tool_use
+from tests.e2e.model_server import Fail, MessagesRequest, ModelServer, Scripted, Turn, reply, text, tool_use
 from tests.e2e.test_claude import RIGHT, USAGE, WRONG
 
 pytestmark = pytest.mark.e2e
@@ -115,6 +115,8 @@ def test_a_write_to_a_protected_test_file_is_refused_at_the_permission_request(
     (answer,) = MessagesRequest(refused.body).tool_results()
     assert answer["is_error"]
     assert run["steps"][0]["violations"] == []  # nothing reached the disk for the guard to undo
+    # Claude Code only hears "User refused permission": loope's reason follows in the same session.
+    assert any("tests/test_calc.py is protected" in json.dumps(r.body) for r in model_server.requests_for("anthropic"))
 
 
 def test_a_reviewers_attempted_edit_is_refused(project, cli, agent_script, use_claude_acp) -> None:
@@ -177,3 +179,19 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def test_a_rate_limit_is_retried_as_for_every_adapter(project, cli, use_claude_acp, model_server: ModelServer) -> None:
+    use_claude_acp(Scripted(Fail(429, "slow down", retry_after=0)))  # and CLAUDE_CODE_MAX_RETRIES=0
+
+    result = run_loop(cli, project, "--implementer", "claude-acp", "--no-review", "--retries", "1")
+
+    assert result.exit_code == 1
+    run = project.run_json()
+    assert run["stop_reason"] == "step_failed"
+    assert "429" in run["stop_detail"]
+    assert "rate limited by the model provider" in run["stop_detail"]
+    (step,) = steps(project, "implementer")
+    assert len((step / "attempts.jsonl").read_text().splitlines()) == 1  # tried once more after the 429
+    main = [r for r in model_server.requests_for("anthropic") if MessagesRequest(r.body).main]
+    assert len(main) == 2

@@ -117,6 +117,12 @@ class AcpAgent:
             error = "stopped"
         elif error:
             error = explain(f"{self.label}: {error}", outcome.stderr_tail)
+        from loope.agents.setback import from_text
+
+        # A rate limit or a plan's usage limit is retried or waited out, as for every other adapter.
+        setback = None
+        if error is not None and not (outcome.timed_out or outcome.cancelled):
+            setback = from_text("\n".join([error, *outcome.stderr_tail.strip().splitlines()[-5:]]))
         input_tokens = seen.input_tokens if seen else 0
         output_tokens = seen.output_tokens if seen else 0
         cost, estimated = self.cost(seen.cost_usd if seen else None, input_tokens, output_tokens)
@@ -131,9 +137,10 @@ class AcpAgent:
             output_tokens=output_tokens,
             cost_usd=cost,
             cost_estimated=estimated,
-            cost_known=reported or estimated or input_tokens + output_tokens == 0,
+            cost_known=reported or estimated,  # an agent that reports neither cost nor tokens: unknown, not $0
             last_action=seen.last_action if seen else None,
             model=self.model,
+            setback=setback,
         )
 
     def cost(self, reported: float | None, input_tokens: int, output_tokens: int) -> tuple[float, bool]:

@@ -86,7 +86,7 @@ class LoopeClient:
             if isinstance(text, str):
                 self.seen.message.append(text)
         elif kind == "tool_call":
-            self._flush_message()
+            self.flush_message()
             self._tool_call(update)
         elif kind == "tool_call_update":
             self._tool_call_update(update)
@@ -96,7 +96,7 @@ class LoopeClient:
         elif kind == "usage_update" and update.cost is not None and update.cost.currency.upper() == "USD":
             self.seen.cost_usd = float(update.cost.amount)
 
-    def _flush_message(self) -> None:
+    def flush_message(self) -> None:
         text = "".join(self.seen.message).strip()
         if text:
             self.report(AgentEvent.say(text))
@@ -105,7 +105,7 @@ class LoopeClient:
     def finish(self) -> str:
         """The last message the agent sent (reported as an event too)."""
         text = "".join(self.seen.message).strip()
-        self._flush_message()
+        self.flush_message()
         return text
 
     def _tool_call(self, update: Any) -> None:

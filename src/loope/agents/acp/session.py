@@ -19,6 +19,8 @@ CANCEL_GRACE_S = 5.0
 """How long an agent has to end its turn after ``session/cancel`` before its process group is killed."""
 _POLL_S = 0.1
 _FAILED_STOPS = {"refusal": "the agent refused to go on", "cancelled": "the agent cancelled its turn"}
+FOLLOW_UPS = 2
+"""Prompts loope may add to a step's session to tell the agent why it refused something (see ``_told``)."""
 
 
 @dataclass
@@ -93,7 +95,18 @@ async def _converse(
         )
         started = await conn.new_session(cwd=str(request.workspace), mcp_servers=[])
         session.append(started.session_id)
-        return await conn.prompt(session_id=started.session_id, prompt=[text_block(request.prompt)])
+        response = await conn.prompt(session_id=started.session_id, prompt=[text_block(request.prompt)])
+        told = 0
+        for _ in range(FOLLOW_UPS):
+            # A permission answer carries no reason an agent shows its model (claude-agent-acp says "User
+            # refused", codex-acp ends the turn): the reasons follow in the same session, as a user would.
+            reasons = client.seen.refusals[told:]
+            if not reasons:
+                break
+            told = len(client.seen.refusals)
+            client.flush_message()  # the step's final message is the one after loope's follow-up
+            response = await conn.prompt(session_id=started.session_id, prompt=[text_block(_told(reasons))])
+        return response
 
     task = asyncio.create_task(turn())
     try:
@@ -133,6 +146,14 @@ async def _watch(task: asyncio.Task[Any], request: AgentRequest) -> str | None:
             return "timeout"
         await asyncio.wait({task}, timeout=_POLL_S)
     return None
+
+
+def _told(reasons: list[str]) -> str:
+    lines = "\n".join(f"- {reason}" for reason in dict.fromkeys(reasons))
+    return (
+        f"loope refused what you just tried:\n{lines}\n"
+        "Do not try it again. Carry on with the task without it, then end with the reply your instructions ask for."
+    )
 
 
 def _tail(path: Path) -> str:
