@@ -136,18 +136,23 @@ def use_codex(model_server: ModelServer, codex_bin: Path, monkeypatch: pytest.Mo
         home.mkdir(exist_ok=True)
         monkeypatch.setenv("CODEX_HOME", str(home))
         monkeypatch.setenv(CODEX_KEY_ENV, "sk-test")
-        provider = (
-            f'model_providers.loope_test={{name="loope-test", base_url="{model_server.url}/v1", wire_api="responses",'
-            f' env_key="{CODEX_KEY_ENV}", request_max_retries=0, stream_max_retries=0}}'
-        )
         # --disable plugins: no `git ls-remote` of codex's plugin repository at start-up.
-        args = ["-c", provider, "-c", "model_provider=loope_test", "--disable", "plugins"]
+        args = [*codex_provider_args(model_server), "--disable", "plugins"]
         _add_agent_settings(project, "codex", bin=str(codex_bin), args=args)
         api = OpenAIResponses(script)
         model_server.mount(api)
         return api
 
     return mount
+
+
+def codex_provider_args(model_server: ModelServer) -> list[str]:
+    """``-c`` flags giving codex (or codex-acp) the scripted server as its provider, without retries."""
+    provider = (
+        f'model_providers.loope_test={{name="loope-test", base_url="{model_server.url}/v1", wire_api="responses",'
+        f' env_key="{CODEX_KEY_ENV}", request_max_retries=0, stream_max_retries=0}}'
+    )
+    return ["-c", provider, "-c", "model_provider=loope_test"]
 
 
 def _add_agent_settings(project: Project, name: str, **settings: object) -> None:

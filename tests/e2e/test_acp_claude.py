@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -16,25 +15,9 @@ import pytest
 from tests.conftest import CALC_TESTS, FIX, GATE, Project
 from tests.e2e.conftest import agent_binary
 from tests.e2e.model_server import Fail, MessagesRequest, ModelServer, Scripted, Turn, reply, text, tool_use
-from tests.e2e.test_claude import RIGHT, USAGE, WRONG
+from tests.e2e.test_claude import RIGHT, implementer_script
 
 pytestmark = pytest.mark.e2e
-
-
-def implementer_script(request: MessagesRequest) -> Turn:
-    """Read, then Edit: a wrong fix first; the right one once the prompt names the failing test."""
-    if not request.main:
-        return reply(text("Fix add"))
-    calc = f"{request.cwd}/calc.py"
-    fed_back = "test_add_negative" in request.prompt
-    if request.turn == 0:
-        return reply(text("Let me look at calc.py."), tool_use("Read", file_path=calc), usage=USAGE)
-    if request.turn == 1:
-        found = re.search(r"return [^\n]*", request.tool_results()[0]["content"])
-        assert found is not None, request.tool_results()
-        new = RIGHT if fed_back else WRONG
-        return reply(tool_use("Edit", file_path=calc, old_string=found.group(0), new_string=new), usage=USAGE)
-    return reply(text("add() now returns a + b." if fed_back else "add() adds the absolute values."), usage=USAGE)
 
 
 @pytest.fixture

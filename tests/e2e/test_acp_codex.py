@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIX, GATE, Project
-from tests.e2e.conftest import CODEX_KEY_ENV, _add_agent_settings, agent_binary
+from tests.e2e.conftest import CODEX_KEY_ENV, _add_agent_settings, agent_binary, codex_provider_args
 from tests.e2e.model_server import (
     ModelServer,
     OpenAIResponses,
@@ -35,14 +35,10 @@ def use_codex_acp(model_server: ModelServer, project: Project, monkeypatch: pyte
         home.mkdir(exist_ok=True)
         monkeypatch.setenv("CODEX_HOME", str(home))
         monkeypatch.setenv(CODEX_KEY_ENV, "sk-test")
-        provider = (
-            f'model_providers.loope_test={{name="loope-test", base_url="{model_server.url}/v1", wire_api="responses",'
-            f' env_key="{CODEX_KEY_ENV}", request_max_retries=0, stream_max_retries=0}}'
-        )
         # codex-acp finds no codex-linux-sandbox helper for the system bwrap here: commands run unsandboxed
         # and codex asks loope before each one it does not know to be read-only ("untrusted").
         sandbox = ["-c", 'sandbox_mode="danger-full-access"', "-c", 'approval_policy="untrusted"']
-        args = ["-c", provider, "-c", "model_provider=loope_test", "-c", "features.plugins=false", *sandbox]
+        args = [*codex_provider_args(model_server), "-c", "features.plugins=false", *sandbox]
         _add_agent_settings(project, "codex-acp", bin=str(agent_binary("codex-acp")), args=args)
         api = OpenAIResponses(script)
         model_server.mount(api)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -34,9 +35,11 @@ WRONG = "return abs(a) + abs(b)"
 
 
 def return_line(request: MessagesRequest) -> str:
-    """The ``return`` line of calc.py, from the Read result in the latest request (``N\\t<line>``)."""
-    content = request.tool_results()[0]["content"]
-    return next(line.split("\t", 1)[1].strip() for line in content.splitlines() if "return" in line)
+    """The ``return`` line of calc.py, from the Read result in the latest request (``N\\t<line>``, or
+    ``N→<line>`` from the Claude Code the ACP adapter bundles)."""
+    found = re.search(r"return [^\n]*", request.tool_results()[0]["content"])
+    assert found is not None, request.tool_results()
+    return found.group(0).strip()
 
 
 def implementer_script(request: MessagesRequest) -> Turn | Fail:
