@@ -153,7 +153,7 @@ def describe(error: Mapping[str, Any], tool: str, model: type[BaseModel]) -> str
         return f"unknown field {field!r}; {tool} takes: {', '.join(model.model_fields)}"
     if kind == "missing":
         return f"{field} is required" + ("; loope_list gives the ids" if field == "loop_id" else "")
-    if kind == "literal_error":
+    if kind in ("literal_error", "enum"):
         return f"{field} must be {ctx.get('expected')} (got {given!r})"
     limits = {
         "less_than_equal": ("at most", "le"),
