@@ -80,3 +80,11 @@ def test_recalled_memories_come_before_the_state_file_and_the_critique():
         memories="MEMORY-TEXT", critique="CRITIQUE-TEXT",
     ).implementer()  # fmt: skip
     assert prompt.index("MEMORY-TEXT") < prompt.index("STATE-TEXT") < prompt.index("CRITIQUE-TEXT")
+
+
+def test_doctor_prints_each_hint_once(project, cli, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    result = cli("doctor", cwd=project.path)
+    text = result.out + result.err
+    assert text.count("npm install -g @anthropic-ai/claude-code") == 1
+    assert text.count("npm install -g @openai/codex") == 1

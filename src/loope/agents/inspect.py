@@ -94,7 +94,9 @@ def _check(spec_text: str, options: Mapping[str, Any], workdir: Path) -> Check:
     agent = registry.create(spec, options.get(spec.name, {}))
     problem = agent.preflight(workdir)
     if problem:
-        return Check(spec_text, False, problem, [f"install it: {agent.info.install}"] if agent.info.binary else [])
+        # Each hint once: the problem may already say how to install it.
+        install = agent.info.binary and agent.info.install not in problem
+        return Check(spec_text, False, problem, [f"install it: {agent.info.install}"] if install else [])
     info = agent.info
     if spec.command is not None:
         return Check(spec_text, True, "your own command; found")
