@@ -88,3 +88,13 @@ def test_doctor_prints_each_hint_once(project, cli, monkeypatch):
     text = result.out + result.err
     assert text.count("npm install -g @anthropic-ai/claude-code") == 1
     assert text.count("npm install -g @openai/codex") == 1
+
+
+def test_a_notification_that_failed_is_mentioned_at_the_end(project, agent_script, cli):
+    result = cli(
+        "run", "fix add", "--implementer", agent_script(FIX), "--no-review", "--verify-cmd", GATE,
+        "--notify", "webhook:http://127.0.0.1:9/hook", cwd=project.path,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.out + result.err  # a notifier never fails the run
+    assert "notifications: " in result.err
+    assert "notify.log" in result.err

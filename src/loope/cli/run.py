@@ -95,6 +95,7 @@ def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool,
         record = engine.run()
     except KeyboardInterrupt:
         raise LoopeError("interrupted before the run started; nothing was recorded", exit_code=130) from None
+    _say_notify_problems(Path(engine.run_state.rundir.root))
     if show_diff and not output["json_"]:
         diff = (Path(engine.run_state.rundir.root) / "changes.diff").read_text(encoding="utf-8")
         click.echo(diff or "(no changes)")
@@ -134,3 +135,13 @@ def _check_real_setup(spec: Any) -> None:
     if failing:
         problems = "; ".join(f"{c.agent}: {c.summary}" + (f" ({c.fixes[0]})" if c.fixes else "") for c in failing)
         raise LoopeError(f"dry run: the real set-up would fail: {problems}")
+
+
+def _say_notify_problems(rundir: Path) -> None:
+    """A notification that failed is said at the end (a notifier never fails the run, but must not fail silently)."""
+    from loope.notify.delivery import NOTIFY_LOG
+
+    log = rundir / NOTIFY_LOG
+    if log.exists():
+        count = len(log.read_text(encoding="utf-8", errors="replace").splitlines())
+        click.echo(f"notifications: {count} problem(s) delivering them; see {log}", err=True)
