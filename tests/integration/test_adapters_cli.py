@@ -114,3 +114,25 @@ def test_an_empty_exec_command_is_one_clear_error(project, cli):
     assert result.exit_code == 2
     assert result.err.startswith("loope: error: exec: needs a command")
     assert project.runs() == []
+
+
+def test_adapters_lists_the_acp_presets_with_their_install_lines(bin_dir, tmp_path, cli):
+    fake_binary(bin_dir, "gemini", "0.61.0")
+
+    result = cli("adapters", "--json", cwd=tmp_path)
+
+    rows = {row["name"]: row for row in json.loads(result.out)}
+    assert (rows["gemini-acp"]["installed"], rows["gemini-acp"]["binary"]) == (True, str(bin_dir / "gemini"))
+    assert rows["claude-acp"]["installed"] is False
+    assert rows["claude-acp"]["install"] == "npm install -g @zed-industries/claude-agent-acp"
+    assert rows["codex-acp"]["install"] == "npm install -g @zed-industries/codex-acp"
+    assert "permission requests" in rows["acp"]["read_only"]
+
+
+def test_an_acp_agent_that_is_not_installed_is_one_clear_error_before_the_run(bin_dir, project, cli):
+    result = cli("run", "fix add", "--implementer", "acp:no-such-acp-agent --stdio", "--no-review", cwd=project.path)
+
+    assert result.exit_code == 2, result.out + result.err
+    assert "no-such-acp-agent not found on PATH" in result.err
+    assert "\n" not in result.err.strip()
+    assert project.runs() == []

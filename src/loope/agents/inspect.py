@@ -32,9 +32,10 @@ class Survey:
 
 def binary_for(agent: Agent, workdir: Path) -> str | None:
     """The program ``agent`` would run (loope.toml's ``bin`` and ``LOOPE_<NAME>_BIN`` honoured), or None."""
-    if agent.info.binary is None or not isinstance(agent, ProcessAgent):
+    locate = getattr(agent, "binary", None)  # ProcessAgent and the ACP presets say which program they run
+    if agent.info.binary is None or not callable(locate):
         return None
-    program = agent.binary()
+    program = str(locate())
     if os.sep in program:
         path = Path(program).expanduser()
         path = path if path.is_absolute() else workdir / path
