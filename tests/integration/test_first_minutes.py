@@ -98,3 +98,20 @@ def test_a_notification_that_failed_is_mentioned_at_the_end(project, agent_scrip
     assert result.exit_code == 0, result.out + result.err  # a notifier never fails the run
     assert "notifications: " in result.err
     assert "notify.log" in result.err
+
+
+def test_a_closed_stdout_never_kills_the_run(project, agent_script):
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "loope", "run", "fix add", "--implementer", agent_script(FIX), "--no-review",
+            "--verify-cmd", GATE, "--plain"]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.readline()  # `| head -1`: one line, then the reader goes away
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    run = json.loads(next((project.path / ".loope" / "runs").iterdir()).joinpath("run.json").read_text())
+    assert run["stop_reason"] == "converged"

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from typing import TextIO
 
 from loope.events import AgentActivity, Event, RunFinished, StepStarted
 from loope.ui.lines import action_text, describe, step_label, summary_lines
+
+
+def write_lines(stream: TextIO, lines: tuple[str, ...] | list[str]) -> bool:
+    """Print ``lines``; False once the reader has gone away (``loope run | head``), which never fails the run."""
+    try:
+        for line in lines:
+            print(line, file=stream, flush=True)
+    except BrokenPipeError:
+        # The rest goes to /dev/null, so neither the run nor the interpreter's exit trips on the closed pipe.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        return False
+    return True
 
 
 class PlainView:
@@ -15,10 +30,10 @@ class PlainView:
     def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
         self.stream = stream or sys.stdout
         self.quiet = quiet
+        self.open = True
 
     def _print(self, *lines: str) -> None:
-        for line in lines:
-            print(line, file=self.stream, flush=True)
+        self.open = self.open and write_lines(self.stream, lines)
 
     def on_event(self, event: Event) -> None:
         if isinstance(event, RunFinished):
@@ -41,6 +56,7 @@ class JsonLines:
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
+        self.open = True
 
     def on_event(self, event: Event) -> None:
-        print(event.to_json(), file=self.stream, flush=True)
+        self.open = self.open and write_lines(self.stream, [event.to_json()])
