@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,8 +177,11 @@ def claude_settings(existing: dict[str, Any], protected: list[str]) -> dict[str,
     return settings
 
 
-def kiro_agent(existing: dict[str, Any], protected: list[str]) -> dict[str, Any]:
-    """``existing`` .kiro/agents/loop.json with a stop hook running the gate and write.deniedPaths."""
+def kiro_agent(existing: dict[str, Any], protected: list[str], editable: Sequence[str] = ()) -> dict[str, Any]:
+    """``existing`` .kiro/agents/loop.json with a stop hook running the gate, write.deniedPaths and allowedPaths.
+
+    The allowed paths are the editable globs, so Kiro's write tool keeps to them inside a session too.
+    """
     agent: dict[str, Any] = json.loads(json.dumps(existing))
     agent.setdefault("name", "loop")
     agent.setdefault("description", "Works toward the goal in .loope/program.md; loope's gate decides when it is done.")
@@ -191,6 +195,11 @@ def kiro_agent(existing: dict[str, Any], protected: list[str]) -> dict[str, Any]
     for pattern in protected:
         if pattern not in denied:
             denied.append(pattern)
+    if editable:
+        allowed = _member(agent, "toolsSettings", "write", "allowedPaths", kind=list)
+        for pattern in editable:
+            if pattern not in allowed:
+                allowed.append(pattern)
     return agent
 
 
@@ -225,9 +234,14 @@ def init_project(root: Path, options: InitOptions) -> InitResult:
         if options.hooks not in HOOK_FILES:
             raise LoopeError(f"--hooks {options.hooks!r}: use claude or kiro")
         path = root / HOOK_FILES[options.hooks]
-        merge = claude_settings if options.hooks == "claude" else kiro_agent
         try:
-            hook_files.append((path, merge(_load_json(path), protected)))
+            existing = _load_json(path)
+            merged = (
+                claude_settings(existing, protected)
+                if options.hooks == "claude"
+                else kiro_agent(existing, protected, options.editable)
+            )
+            hook_files.append((path, merged))
         except _Shape as exc:
             raise LoopeError(f"{path}: {exc}; fix it or move it aside, then run init again") from None
     ensure_loope_dir(root)

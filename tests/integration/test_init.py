@@ -374,6 +374,20 @@ def test_hooks_kiro_writes_an_agent_with_a_stop_hook_and_denied_paths(bare, cli)
     assert program.exists()
 
 
+def test_hooks_kiro_with_editable_writes_the_allowed_paths_too(bare, cli):
+    result = cli("init", "--hooks", "kiro", "--editable", "src/**", "--editable", "README.md", cwd=bare.path)
+    assert result.exit_code == 0, result.out + result.err
+    write = json.loads(bare.read(".kiro/agents/loop.json"))["toolsSettings"]["write"]
+    assert write["allowedPaths"] == ["src/**", "README.md"]
+    assert write["deniedPaths"] == ["loope.toml", ".loope/**"]
+    again = cli("init", "--hooks", "kiro", "--editable", "src/**", cwd=bare.path)
+    assert again.exit_code == 0, again.out + again.err
+    assert json.loads(bare.read(".kiro/agents/loop.json"))["toolsSettings"]["write"]["allowedPaths"] == [
+        "src/**",
+        "README.md",
+    ]
+
+
 def test_hooks_kiro_merges_into_an_existing_agent(bare, cli):
     mine = {
         "name": "my-loop",

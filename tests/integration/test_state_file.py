@@ -180,7 +180,8 @@ def test_an_invalid_frontmatter_counts_as_in_progress_and_is_noted_in_the_next_p
     if n == "1":
         state.write_text("---\\nstatus: done\\niteration: [1\\n---\\n# Notes\\nhalf-written\\n")
     else:
-        state.write_text("---\\nstatus: done\\niteration: 2\\n---\\n# Notes\\nfixed\\n")
+        run_id = os.environ["LOOPE_RUN_ID"]
+        state.write_text(f"---\\nloop_id: {run_id}\\nstatus: done\\niteration: 2\\n---\\n# Notes\\nfixed\\n")
     """
     result = cli("run", "write work", "--implementer", agent_script(body), "--no-review", cwd=project.path)
     assert result.exit_code == 0, result.out + result.err
@@ -247,3 +248,26 @@ def test_a_state_file_replaced_by_a_directory_does_not_crash_the_run(project, ag
     assert (run["status"], run["iterations"]) == ("max_iters", 2), run["stop_detail"]
     assert result.exit_code == 1
     assert "the state file cannot be read" in prompts(project)[2]
+
+
+def test_done_from_another_runs_frontmatter_is_a_state_problem_fed_back(project, agent_script, cli):
+    """With no gate and no reviewer, ``done`` ends the run only in this run's own frontmatter."""
+    body = """
+    state = pathlib.Path(os.environ["LOOPE_STATE_FILE"])
+    n = os.environ["LOOPE_ITERATION"]
+    pathlib.Path("work.txt").write_text("step " + n + "\\n")
+    if n == "1":
+        state.write_text("---\\nloop_id: 0001-some-other-run\\nstatus: done\\niteration: 1\\n---\\n# Notes\\n")
+    elif n == "2":
+        run_id = os.environ["LOOPE_RUN_ID"]
+        state.write_text(f"---\\nloop_id: {run_id}\\nstatus: done\\niteration: two\\n---\\n# Notes\\n")
+    else:
+        state.write_text("---\\nstatus: done\\n---\\n# Notes\\n")
+    """
+    result = cli("run", "write work", "--implementer", agent_script(body), "--no-review", cwd=project.path)
+    assert result.exit_code == 1, result.out + result.err
+    run = project.run_json()
+    assert (run["stop_reason"], run["converged"], run["iterations"]) == ("max_iters", False, 3)
+    by_iteration = prompts(project)
+    assert "status done ignored: loop_id is '0001-some-other-run'" in by_iteration[2]
+    assert "status done ignored: iteration should be a number (got 'two')" in by_iteration[3]

@@ -155,3 +155,26 @@ def test_sections_are_found_by_name_whatever_the_level_or_case(tmp_path):
     assert state_file.section(text, "Progress") == "- step one"
     assert state_file.section(text, "next action") == "wait"
     assert state_file.section(text, "Missing") == ""
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "problem"),
+    [
+        ("loop_id: 0002-other\nstatus: done\niteration: 3", "loop_id is '0002-other', this run is '0001-x'"),
+        ("status: done\niteration: 3", "loop_id is None, this run is '0001-x'"),
+        ("loop_id: 0001-x\nstatus: done\niteration: '3'", "iteration should be a number (got '3')"),
+        ("loop_id: 0001-x\nstatus: done\niteration: true", "iteration should be a number (got True)"),
+        ("loop_id: 0001-x\nstatus: done", "iteration should be a number (got None)"),
+    ],
+)
+def test_done_counts_only_in_this_runs_frontmatter(tmp_path, frontmatter, problem):
+    path = write(tmp_path, f"---\n{frontmatter}\n---\n# Notes\n")
+    state = state_file.read(path, "0001-x")
+    assert (state.status, state.problem) == ("in-progress", f"status done ignored: {problem}")
+    assert state_file.read(path).status == "done"  # without a run to check against, it reads as written
+
+
+def test_this_runs_done_is_done(tmp_path):
+    path = write(tmp_path, "---\nloop_id: 0001-x\nstatus: done\niteration: 2\n---\n")
+    state = state_file.read(path, "0001-x")
+    assert (state.status, state.problem, state.iteration) == ("done", None, 2)

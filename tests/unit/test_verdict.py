@@ -119,3 +119,43 @@ def test_a_verdict_line_beats_the_wording() -> None:
     assert (v.value, v.inferred) == ("PASS", False)
     b = parse_verdict("No blocking issues in style, but the logic is wrong.\nVERDICT: BLOCK")
     assert (b.value, b.inferred) == ("BLOCK", False)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "**verdict: block** - fix it",
+        "Verdict: BLOCK.",
+        "## VERDICT: BLOCK",
+        "## Verdict\n\n**BLOCK** - add() still subtracts",
+        "Verdict: BLOCK - the negative case fails",
+        "VERDICT — BLOCK",
+        "> **Verdict:** `BLOCK`, see above",
+        "| Verdict | BLOCK |",
+    ],
+)
+def test_an_explicit_block_in_any_decoration_is_a_block(message: str) -> None:
+    v = parse_verdict(f"calc.py:2 subtracts.\n{message}\n")
+    assert (v.value, v.inferred) == ("BLOCK", False)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["VERDICT: PASS, but the tests must be fixed first", "Verdict: pass (blocking: x)"],
+)
+def test_a_pass_with_more_words_is_unclear_and_inferred_from_the_wording(line: str) -> None:
+    v = parse_verdict(f"Review.\n{line}")
+    assert v.inferred
+    assert v.value == "BLOCK"
+
+
+def test_an_unclear_pass_never_turns_an_explicit_block_into_a_pass() -> None:
+    v = parse_verdict("VERDICT: BLOCK - test_add fails\nAfter a second look:\nVERDICT: PASS, I think")
+    assert (v.value, v.inferred) == ("BLOCK", True)
+    clean = parse_verdict("Looks right.\nVERDICT: PASS, nice work")
+    assert (clean.value, clean.inferred) == ("PASS", True)
+
+
+def test_pass_only_when_it_says_so() -> None:
+    for message in ("VERDICT: approve", "VERDICT:", "Verdict: LGTM"):
+        assert parse_verdict(message).inferred

@@ -357,7 +357,7 @@ class Engine:
         context = self._context(n)
         self.loop.critique = ""  # a critique goes into the next iteration's prompt only
         impl = self._checked(self.steps.agent(self.agents.implementer, Role.IMPLEMENTER, n, context.implementer()))
-        agent_state = state_file.read(run.state_file)
+        agent_state = state_file.read(run.state_file, run.record.run_id)
         run.record.state = json_safe(agent_state.frontmatter)
         gate_report = self._gate(n)
         passed = gate_report is None or gate_report.passed

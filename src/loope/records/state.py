@@ -60,8 +60,12 @@ def section(text: str, name: str) -> str:
     return ""
 
 
-def read(path: Path) -> State:
-    """Parse the frontmatter tolerantly (comments, quotes, odd case); problems are noted, never raised."""
+def read(path: Path, run_id: str | None = None) -> State:
+    """Parse the frontmatter tolerantly (comments, quotes, odd case); problems are noted, never raised.
+
+    With ``run_id``, a ``done`` counts only from this run's frontmatter (its ``loop_id``, a numeric
+    ``iteration``): a state file copied from another run, or a bare ``status: done``, ends nothing.
+    """
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
@@ -87,12 +91,20 @@ def read(path: Path) -> State:
     if raw_status not in STATUSES:
         problem = f"unknown status {keys.get('status')!r} (expected {', '.join(STATUSES)})"
         raw_status = "in-progress"
-    iteration = keys.get("iteration")
-    loop_id = keys.get("loop_id")
+    raw_iteration = keys.get("iteration")
+    iteration = raw_iteration if isinstance(raw_iteration, int) and not isinstance(raw_iteration, bool) else None
+    loop_id = str(keys["loop_id"]).strip() if keys.get("loop_id") is not None else None
+    if run_id is not None and raw_status == "done" and problem is None:
+        if loop_id != run_id:
+            problem = f"status done ignored: loop_id is {loop_id!r}, this run is {run_id!r}"
+        elif iteration is None:
+            problem = f"status done ignored: iteration should be a number (got {raw_iteration!r})"
+        if problem:
+            raw_status = "in-progress"
     return State(
         raw_status,
-        iteration if isinstance(iteration, int) and not isinstance(iteration, bool) else None,
-        str(loop_id) if loop_id is not None else None,
+        iteration,
+        loop_id,
         {k: v for k, v in data.items() if isinstance(k, str)},
         text,
         problem,
