@@ -163,6 +163,13 @@ class LoopSpec(BaseModel):
     def _metric_needs_direction(self) -> LoopSpec:
         if self.metric_cmd and not self.direction:
             raise ValueError("metric mode needs --direction lower or --direction higher")
+        if self.metric_cmd and not self.editable:
+            # A score is only as honest as what it measures: everything outside the editable globs
+            # (the metric script, its modules, the tests) must be out of the agent's reach.
+            raise ValueError(
+                "metric mode needs --editable GLOB naming the files the agent may change"
+                " (everything else, the metric script included, is protected)"
+            )
         return self
 
     def agent_options(self, name: str) -> dict[str, Any]:

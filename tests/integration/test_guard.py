@@ -249,7 +249,7 @@ def test_the_runner_owned_best_ledger_and_score_log_cannot_be_written(scored, ag
     gate = f'{PYTHON} -c "import solution" && ! grep -qx 0 {best}'
     result = cli(
         "run", "lower the score", "--implementer", agent_script(SCORED_AGENT), "--no-review",
-        "--verify-cmd", gate, "--metric-cmd", f"{PYTHON} measure.py",
+        "--verify-cmd", gate, "--metric-cmd", f"{PYTHON} measure.py", "--editable", "solution.py",
         "--direction", "lower", "--max-iters", "2", "--plain", cwd=scored.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
@@ -291,6 +291,7 @@ def test_the_metric_script_is_protected(scored, agent_script, cli):
     )
     result = cli(
         "run", "lower the score", "--implementer", agent, "--no-review", "--metric-cmd", f"{PYTHON} measure.py",
+        "--editable", "solution.py",
         "--direction", "lower", "--max-iters", "1", "--plain", cwd=scored.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
@@ -312,6 +313,7 @@ def test_a_best_file_created_before_any_score_exists_is_removed(scored, agent_sc
     )
     result = cli(
         "run", "lower the score", "--implementer", agent, "--no-review", "--metric-cmd", f"{PYTHON} measure.py",
+        "--editable", "solution.py",
         "--direction", "lower", "--max-iters", "1", "--plain", cwd=scored.path,
     )  # fmt: skip
     assert result.exit_code == 1, result.out + result.err

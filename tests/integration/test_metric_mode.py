@@ -79,7 +79,7 @@ def workspace_file(proj: Project, rel: str) -> str:
 def metric_run(cli, proj: Project, implementer: str, *extra: str, gate: str = GATE):  # type: ignore[no-untyped-def]
     return cli(
         "run", "lower the score", "--implementer", implementer, "--no-review", "--verify-cmd", gate,
-        "--metric-cmd", METRIC, "--direction", "lower", "--plain", *extra, cwd=proj.path,
+        "--metric-cmd", METRIC, "--direction", "lower", "--editable", "solution.py", "--plain", *extra, cwd=proj.path,
     )  # fmt: skip
 
 
@@ -264,7 +264,7 @@ def test_higher_is_better_with_a_target(scored, agent_script, cli):
     result = cli(
         "run", "raise the score", "--implementer", scoring_agent(agent_script, {1: 15, 2: 12, 3: 20}),
         "--no-review", "--verify-cmd", CHEAP_GATE, "--metric-cmd", METRIC, "--direction", "higher",
-        "--target", "20", "--max-iters", "5", "--plain", cwd=scored.path,
+        "--editable", "solution.py", "--target", "20", "--max-iters", "5", "--plain", cwd=scored.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     run = scored.run_json()
@@ -337,7 +337,7 @@ def test_metric_repeat_takes_the_median(scored, agent_script, cli, tmp_path):
     events_out = cli(
         "run", "lower the score", "--implementer", scoring_agent(agent_script, {1: 1}), "--no-review",
         "--verify-cmd", CHEAP_GATE, "--metric-cmd", f"{PYTHON} {noisy}", "--direction", "lower",
-        "--metric-repeat", "3", "--max-iters", "1", "--json", cwd=scored.path,
+        "--editable", "solution.py", "--metric-repeat", "3", "--max-iters", "1", "--json", cwd=scored.path,
     )  # fmt: skip
     assert events_out.exit_code == 0, events_out.out + events_out.err
     assert counter.read_text() == "6"  # three runs for the baseline, three for the attempt
@@ -409,6 +409,7 @@ def test_a_failing_gate_is_never_scored_and_is_reverted(scored, agent_script, cl
         (("--metric-cmd", METRIC), "--direction"),
         (("--metric-cmd", METRIC, "--direction", "lower", "--min-improvement", "lots"), "min-improvement"),
         (("--metric-cmd", METRIC, "--direction", "lower", "--metric-repeat", "0"), "metric-repeat"),
+        (("--metric-cmd", METRIC, "--direction", "lower"), "metric mode needs --editable GLOB"),
     ],
 )
 def test_bad_metric_flags_are_one_line_and_exit_2(scored, agent_script, cli, args, fragment):

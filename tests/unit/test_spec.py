@@ -70,7 +70,8 @@ def test_loope_toml_wins_over_pyproject(tmp_path: Path) -> None:
 
 
 def test_aliases_from_the_init_toolkit(tmp_path: Path) -> None:
-    write(tmp_path, "loope.toml", 'max_attempts = 6\nmetric = "./score.sh"\ndirection = "lower"\n')
+    toml = 'max_attempts = 6\nmetric = "./score.sh"\ndirection = "lower"\neditable = ["src/**"]\n'
+    write(tmp_path, "loope.toml", toml)
     spec = build_spec({"goal": "g"}, tmp_path)
     assert (spec.max_iters, spec.metric_cmd, spec.metric_mode) == (6, "./score.sh", True)
 

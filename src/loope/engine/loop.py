@@ -49,6 +49,7 @@ from loope.records.model import (
 )
 from loope.records.rundir import RunDir
 from loope.spec import LoopSpec
+from loope.workspace import safefs
 from loope.workspace.guard import Guard
 from loope.workspace.workspace import LOOPE_DIR, Workspace
 
@@ -437,15 +438,16 @@ class Engine:
         self.precheck()
         run = self.run_state
         step = self._checked(self.steps.agent(self.agents.designer, Role.DESIGNER, 0, self._context(0).designer()))
-        written = run.workspace.path / "DESIGN_CONTRACT.md"
-        contract = written.read_text(encoding="utf-8") if written.exists() else step.result.message
+        # Read and written without following a link: the designer could point the file anywhere.
+        written = safefs.read_bytes(run.workspace.path, "DESIGN_CONTRACT.md")
+        contract = written.decode("utf-8", errors="replace") if written is not None else step.result.message
         if not contract.strip():
             raise Halt(StopReason.STEP_FAILED, "the designer returned no contract")
         self.contract = contract
         assert self.guard is not None
         self.guard.write_sealed(run.rundir / "design-contract.md", contract.encode("utf-8"))
-        if not written.exists():
-            write_text(written, contract)
+        if written is None:
+            safefs.write_bytes(run.workspace.path, "DESIGN_CONTRACT.md", contract.encode("utf-8"))
             run.workspace.commit(f"loope {run.record.run_id}: design contract")
 
     def _review(self, n: int, context: PromptContext, gate: GateReport | None) -> list[AgentStep]:

@@ -55,6 +55,7 @@ class StepRunner:
 
     def agent(self, agent: Agent, role: Role, iteration: int, prompt: str) -> AgentStep:
         """Run one agent step; a writing step's changes are guarded and committed."""
+        self.guard.before_step()
         step = self._invoke(agent, role, iteration, prompt)
         violations, kept = self.guard.enforce()
         if mode_for(role) == "write":
@@ -74,6 +75,7 @@ class StepRunner:
         """Run read-only agents in parallel; each result carries its parsed verdict."""
         if not agents:
             return []
+        self.guard.before_step()
         with ThreadPoolExecutor(max_workers=len(agents), thread_name_prefix="loope-review") as pool:
             futures = [
                 pool.submit(self._invoke, agent, role, iteration, prompt, share=len(agents))

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import shlex
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
 from loope.records.atomic import write_bytes
 from loope.records.model import FileChange
+from loope.workspace import safefs
 from loope.workspace.workspace import LOOPE_DIR, Workspace
 
 ALWAYS_PROTECTED = ("loope.toml",)
-_RUNNER_LOOPE_PARTS = ("runs", "loope.db", "loope.db-wal", "loope.db-shm")
+_RUNNER_LOOPE_PARTS = frozenset({"runs", "loope.db", "loope.db-wal", "loope.db-shm"})
 
 
 def _spec(patterns: Iterable[str]) -> object:
@@ -78,6 +80,7 @@ class Guard:
         sub = workspace.path.resolve().relative_to(top).as_posix() if workspace.path.resolve() != top else ""
         self._prefix = f"{sub}/" if sub else ""
         self.sealed: dict[Path, bytes | None] = {}
+        self._state_text: bytes | None = None
         self._loope_files = self._scan_loope_dir()
 
     # -- runner-owned files -------------------------------------------------------------------
@@ -105,39 +108,63 @@ class Guard:
                 violations.append(f"{path.name} is written only by loope; the change to it was undone")
         return violations
 
+    def before_step(self) -> None:
+        """Note what an agent step may disturb but loope must be able to put back (the state file)."""
+        state = self._state_rel()
+        if state is not None:
+            self._state_text = safefs.read_bytes(self.workspace.path, state)
+
     # -- the workspace's .loope/ --------------------------------------------------------------
 
-    def _loope_dir_files(self) -> list[Path]:
-        root = self.workspace.path / LOOPE_DIR
-        if not root.is_dir():
-            return []
-        found = []
-        for path in root.rglob("*"):
-            rel = path.relative_to(root)
-            if rel.parts[0] in _RUNNER_LOOPE_PARTS or not path.is_file():
-                continue
-            if self.state_file is not None and path == self.state_file:
-                continue
-            found.append(path)
-        return found
+    def _state_rel(self) -> str | None:
+        if self.state_file is None:
+            return None
+        try:
+            return self.state_file.relative_to(self.workspace.path).as_posix()
+        except ValueError:
+            return None
 
-    def _scan_loope_dir(self) -> dict[Path, bytes]:
-        return {p: p.read_bytes() for p in self._loope_dir_files()}
+    def _scan_loope_dir(self) -> dict[str, bytes]:
+        files, _ = safefs.walk_files(self.workspace.path, LOOPE_DIR, _RUNNER_LOOPE_PARTS)
+        state = self._state_rel()
+        if state is not None:
+            self._state_text = files.pop(state, None)
+        return files
 
     def _check_loope_dir(self) -> list[str]:
+        """Put ``.loope/`` back as loope left it: nothing followed, links removed, its files restored."""
+        root, state = self.workspace.path, self._state_rel()
         violations = []
-        current = set(self._loope_dir_files())
-        for path, content in self._loope_files.items():
-            if path not in current or path.read_bytes() != content:
-                write_bytes(path, content)
-                violations.append(f"{self._rel(path)} belongs to loope; the change to it was undone")
-        for path in current - set(self._loope_files):
-            path.unlink()
-            violations.append(f"{self._rel(path)} is inside loope's own directory; the file was removed")
+        if not safefs.is_real_dir(root / LOOPE_DIR):
+            safefs.remove(root, LOOPE_DIR)
+            violations.append(
+                f"{LOOPE_DIR} belongs to loope and was replaced; it was restored (nothing it pointed to was touched)"
+            )
+            for rel, content in self._loope_files.items():
+                safefs.write_bytes(root, rel, content)
+            if state is not None and self._state_text is not None:
+                safefs.write_bytes(root, state, self._state_text)
+            return violations
+        files, odd = safefs.walk_files(root, LOOPE_DIR, _RUNNER_LOOPE_PARTS)
+        if state is not None:  # a state file the agent turned into a directory is its own problem
+            files = {rel: data for rel, data in files.items() if not rel.startswith(f"{state}/")}
+            odd = [rel for rel in odd if not rel.startswith(f"{state}/")]
+        for rel in odd:
+            safefs.remove(root, rel)
+            if rel == state and self._state_text is not None:
+                safefs.write_bytes(root, rel, self._state_text)
+            violations.append(f"{rel} is a link or a special file inside loope's own directory; it was removed")
+        current = files.pop(state, None) if state is not None else None
+        if current is not None:
+            self._state_text = current
+        for rel, content in self._loope_files.items():
+            if files.get(rel) != content:
+                safefs.write_bytes(root, rel, content)
+                violations.append(f"{rel} belongs to loope; the change to it was undone")
+        for rel in sorted(set(files) - set(self._loope_files)):
+            safefs.remove(root, rel)
+            violations.append(f"{rel} is inside loope's own directory; the file was removed")
         return violations
-
-    def _rel(self, path: Path) -> str:
-        return path.relative_to(self.workspace.path).as_posix()
 
     # -- the tree -----------------------------------------------------------------------------
 
@@ -180,10 +207,30 @@ class Guard:
         """Undo what the last agent step may not change: the violations (a line each) and the changes kept."""
         violations = self._check_sealed() + self._check_loope_dir()
         changes = self.workspace.pending()
+        linked = self._directories_replaced_by_links(changes)
+        if linked:
+            for path in linked:
+                safefs.remove(self.workspace.git.work_tree, path)
+                violations.append(
+                    f"{path} was a directory and became a link; the link was removed and the directory restored"
+                )
+            self.workspace.restore(linked)
+            changes = self.workspace.pending()
         denied = self.check(changes)
         self.workspace.restore([path for path, _ in denied])
         undone = {path for path, _ in denied}
         return violations + [reason for _, reason in denied], [c for c in changes if c.path not in undone]
+
+    def _directories_replaced_by_links(self, changes: list[FileChange]) -> list[str]:
+        """Added paths that are links standing where ``head`` has a directory (``rm -r tests; ln -s ~ tests``)."""
+        top = self.workspace.git.work_tree
+        links = [
+            c.path
+            for c in changes
+            if c.status == "added" and (info := safefs.lstat(top, c.path)) is not None and stat.S_ISLNK(info.st_mode)
+        ]
+        trees = self.workspace.git.entries(self.workspace.head, links)
+        return [path for path in links if path in trees and trees[path].mode == "040000"]
 
     def undo_all(self) -> list[FileChange]:
         """Undo every change since the last commit (a read-only step's or a check's); what was undone."""

@@ -17,7 +17,8 @@ from loope.errors import LoopeError
 from loope.proc import run_process
 from loope.records.atomic import write_text
 from loope.records.model import FileChange
-from loope.workspace.git import Git, toplevel
+from loope.workspace import safefs
+from loope.workspace.git import Git, GitError, toplevel
 from loope.workspace.watch import Watcher
 
 LOOPE_DIR = ".loope"
@@ -146,7 +147,10 @@ class Workspace:
             self.git.add_all()
             return True
         changed = self.git.status_paths(sorted(seen)) if seen else []
-        self.git.stage(changed)
+        try:
+            self.git.stage(changed)
+        except GitError:  # a path "beyond a symbolic link" (a directory became a link): stage the whole tree
+            self.git.add_all()
         return bool(changed)
 
     def pending(self) -> list[FileChange]:
@@ -174,12 +178,12 @@ class Workspace:
         self.clean = False
         existing = set(self.git.entries(self.head, paths))
         tracked = [p for p in paths if p in existing]
-        if tracked:
-            self.git.run("checkout", self.head, "--", *tracked)
         for rel in paths:
             if rel not in existing:
                 self.git.run("rm", "-q", "--cached", "--ignore-unmatch", "--", rel)
-                (self.git.work_tree / rel).unlink(missing_ok=True)
+                safefs.remove(self.git.work_tree, rel)  # never through a link on the way
+        if tracked:
+            self.git.run("checkout", self.head, "--", *tracked)
 
     def reset(self, commit: str) -> None:
         """Discard everything after ``commit``, whatever state the tree is in (a full reset)."""
