@@ -233,7 +233,10 @@ def test_the_guard_undoes_changes_to_protected_files(project, agent_script, cli)
 
 @pytest.mark.parametrize("mode", ["worktree", "copy"])
 def test_an_agent_that_deletes_the_workspace_git_cannot_reach_the_users_repository(project, agent_script, cli, mode):
-    """The workspace sits inside the user's project: without its .git, git must not find theirs."""
+    """The workspace sits inside the user's project: without its .git, git must not find theirs.
+
+    loope names the workspace's git dir itself, so the agent's deletion changes nothing for it.
+    """
     make_dirty(project)
     before = user_state(project)
     refs = project.git("for-each-ref", "refs/heads")
@@ -242,11 +245,10 @@ def test_an_agent_that_deletes_the_workspace_git_cannot_reach_the_users_reposito
         "run", "fix add", "--workspace", mode, "--implementer", agent_script(body), "--no-review",
         "--verify-cmd", "true", "--no-baseline", cwd=project.path,
     )  # fmt: skip
-    assert result.exit_code == 1, result.out + result.err
-    assert "Traceback" not in result.out + result.err
+    assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
-    assert (run["status"], run["converged"]) == ("failed", False)
-    assert "not a git repository" in run["stop_detail"]
+    assert (run["status"], run["converged"]) == ("converged", True)
+    assert [f["path"] for f in run["changes"]["files"]] == ["calc.py"]
     assert user_state(project) == before
     heads = project.git("for-each-ref", "refs/heads").splitlines()
     assert [h for h in heads if "refs/heads/loope/" not in h] == refs.splitlines()  # main did not move

@@ -50,6 +50,7 @@ from loope.records.model import (
 from loope.records.rundir import RunDir
 from loope.spec import LoopSpec
 from loope.workspace import safefs
+from loope.workspace.git import toplevel
 from loope.workspace.guard import Guard
 from loope.workspace.workspace import LOOPE_DIR, Workspace
 
@@ -189,6 +190,8 @@ class Engine:
             editable=spec.editable,
             commands=[spec.verify_cmd, spec.metric_cmd],
             state_file=state_path,
+            user_repo=toplevel(spec.workdir),
+            run_id=rundir.run_id,
         )
         self.guard.seal(rundir / "spec.json", (rundir / "spec.json").read_bytes())
         for name in ("ledger.jsonl", "score.log", "best", "design-contract.md"):

@@ -42,8 +42,9 @@ def discard(rundir: RunDir) -> None:
     """Remove a run that could not start, so nothing half-written is left behind."""
     shutil.rmtree(rundir.root, ignore_errors=True)
     from loope.proc import run_process
+    from loope.workspace.git import safe_command, safe_env
 
-    run_process(["git", "worktree", "prune"], cwd=rundir.workdir, capture=True)
+    run_process(safe_command("worktree", "prune"), cwd=rundir.workdir, env=safe_env(), capture=True)
 
 
 def _set_aside(rundir: RunDir, last_kept: int) -> None:

@@ -176,6 +176,7 @@ class StepRunner:
         rel = str(step_dir.relative_to(self.run.rundir.root))
         self.run.bus.emit(StepStarted(step=number, iteration=iteration, role=Role.VERIFIER, adapter=kind, dir=rel))
         write_text(step_dir / "command.txt", command + "\n")
+        self.guard.before_step()
         outcome = execute(step_dir)
         self.guard.undo_all()  # a check must not leave changes that would count as the agent's
         return StepRecord(id=number, iteration=iteration, role=Role.VERIFIER, adapter=kind, dir=rel), outcome

@@ -1,7 +1,10 @@
 """A thin git client over the one subprocess helper.
 
 Commits made here never run the user's hooks or signing, and carry loope's identity, so they work
-in any repository and on a machine with no git configuration.
+in any repository and on a machine with no git configuration. No git command loope runs executes a
+program a repository configures (an agent can write a repository's config): hooks, fsmonitor,
+clean/smudge/process filters, textconv and external diff tools, pagers, editors, credential
+helpers and ssh commands are all switched off in one place, ``safe_command`` and ``safe_env``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,45 @@ _IDENTITY = {
     "GIT_COMMITTER_NAME": "loope",
     "GIT_COMMITTER_EMAIL": "loope@localhost",
 }
-_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "-c", "core.quotepath=off")
+_SAFE_CONFIG = {
+    "core.hooksPath": "/dev/null",
+    "core.fsmonitor": "false",
+    "core.pager": "cat",
+    "core.editor": "false",
+    "sequence.editor": "false",
+    "core.askPass": "",
+    "core.sshCommand": "ssh",
+    "credential.helper": "",
+    "commit.gpgsign": "false",
+    "tag.gpgsign": "false",
+    "protocol.ext.allow": "never",
+    "core.quotepath": "off",
+}
+_CONFIG = tuple(arg for key, value in _SAFE_CONFIG.items() for arg in ("-c", f"{key}={value}"))
+_DIFF = ("diff", "--no-ext-diff", "--no-textconv", "--no-renames")  # never an external diff tool or textconv
+# Per driver name: the settings that would run a program, each set to nothing.
+_DRIVER_PROGRAMS = {"filter": ("clean", "smudge", "process"), "diff": ("textconv",)}
+# Variables that could make git run something, or point it at another repository or config.
+_SCRUBBED_PREFIXES = ("GIT_", "SSH_ASKPASS")
+
+
+def safe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """An environment for git: no inherited ``GIT_*`` settings, no system config, no pager, no prompts."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith(_SCRUBBED_PREFIXES)}
+    env.update(
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_PAGER="cat",
+        PAGER="cat",
+        GIT_EDITOR="false",
+        GIT_ASKPASS="",
+    )
+    return env
+
+
+def safe_command(*args: str, drivers: Sequence[str] = ()) -> list[str]:
+    """``git ARGS`` with every program a repository could configure switched off."""
+    return ["git", *_CONFIG, *drivers, *args]
 
 
 class GitError(LoopeError):
@@ -48,23 +89,53 @@ class Git:
     def __init__(self, work_tree: Path, git_dir: Path | None = None, *, env: Mapping[str, str] | None = None) -> None:
         self.work_tree = work_tree
         self.git_dir = git_dir
-        self._env = dict(os.environ)
-        for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX"):
-            self._env.pop(var, None)
+        self._env = safe_env()
         self._env.update(_IDENTITY)
-        self._env["GIT_TERMINAL_PROMPT"] = "0"
         self._env["GIT_LITERAL_PATHSPECS"] = "1"  # paths are file names, never globs
+        self._drivers: tuple[str, ...] | None = None
         if git_dir is not None:
             self._env["GIT_DIR"] = str(git_dir)
             self._env["GIT_WORK_TREE"] = str(work_tree)
         self._env.update(env or {})
         self._author: dict[str, str] | None = None
 
+<<<<<<< HEAD
     def run(
         self, *args: str, stdin: bytes | None = None, check: bool = True, env: Mapping[str, str] | None = None
     ) -> ProcResult:
         full_env = {**self._env, **env} if env else self._env
         result = run_process(["git", *_CONFIG, *args], cwd=self.work_tree, env=full_env, stdin=stdin, capture=True)
+=======
+    def refresh_drivers(self) -> None:
+        """Read the filter and diff driver names configured now, so none of their programs runs.
+
+        Git has no switch that turns every filter off; naming each configured driver with an
+        empty program does. Called once the repository's config is known to be the user's own.
+        """
+        self._drivers = None
+
+    def _driver_overrides(self) -> tuple[str, ...]:
+        if self._drivers is None:
+            raw = run_process(
+                safe_command("config", "-z", "--name-only", "--get-regexp", r"^(filter|diff)\."),
+                cwd=self.work_tree,
+                env=self._env,
+                capture=True,
+            ).text
+            overrides: list[str] = []
+            for key in sorted({k for k in raw.split("\0") if k.count(".") >= 2}):
+                section, name = key.split(".", 1)[0], key.split(".", 1)[1].rsplit(".", 1)[0]
+                for program in _DRIVER_PROGRAMS.get(section.lower(), ()):
+                    setting = f"{section}.{name}.{program}="
+                    if setting not in overrides:
+                        overrides += ["-c", setting]
+            self._drivers = tuple(overrides)
+        return self._drivers
+
+    def run(self, *args: str, stdin: bytes | None = None, check: bool = True) -> ProcResult:
+        argv = safe_command(*args, drivers=self._driver_overrides())
+        result = run_process(argv, cwd=self.work_tree, env=self._env, stdin=stdin, capture=True)
+>>>>>>> 5cee72e (The user's .git is put back after every step; loope's own git commands run no program a repository configures; the workspace's git dir is named, never found through its .git file)
         if check and not result.ok:
             detail = result.stderr_tail.strip().splitlines()
             raise GitError(f"git {args[0]} failed: {detail[-1] if detail else result.describe()}")
@@ -130,7 +201,7 @@ class Git:
     def changes(self, old: str, new: str | None = None, paths: Sequence[str] = ()) -> list[FileChange]:
         """Files changed from ``old`` to ``new`` (or to the index, when ``new`` is None), in one git call."""
         span = [old, new] if new else ["--cached", old]
-        raw = self.run("diff", "--no-renames", "--raw", "--numstat", "-z", *span, "--", *paths).text
+        raw = self.run(*_DIFF, "--raw", "--numstat", "-z", *span, "--", *paths).text
         statuses: dict[str, ChangeStatus] = {}
         counts: dict[str, tuple[int | None, int | None]] = {}
         tokens = iter(raw.split("\0"))
@@ -143,7 +214,7 @@ class Git:
         return [FileChange(path, status, *counts.get(path, (None, None))) for path, status in statuses.items()]
 
     def diff(self, old: str, new: str, paths: Sequence[str] = ()) -> str:
-        return self.run("diff", "--no-renames", "--no-color", old, new, "--", *paths).text
+        return self.run(*_DIFF, "--no-color", old, new, "--", *paths).text
 
     def reset_hard(self, commit: str) -> None:
         """Make the work tree exactly ``commit``: tracked files restored, new files removed."""
@@ -174,10 +245,5 @@ def _count(text: str) -> int | None:
 
 def toplevel(path: Path) -> Path | None:
     """The root of the git work tree holding ``path``, or None when it is not in one."""
-    result = run_process(
-        ["git", "rev-parse", "--show-toplevel"],
-        cwd=path,
-        env={k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
-        capture=True,
-    )
+    result = run_process(safe_command("rev-parse", "--show-toplevel"), cwd=path, env=safe_env(), capture=True)
     return Path(result.text.strip()) if result.ok and result.text.strip() else None

@@ -16,6 +16,7 @@ from pathlib import Path
 from loope.records.atomic import write_bytes
 from loope.records.model import FileChange
 from loope.workspace import safefs
+from loope.workspace.gitdirs import watched_git_dirs
 from loope.workspace.workspace import LOOPE_DIR, Workspace
 
 ALWAYS_PROTECTED = ("loope.toml",)
@@ -66,6 +67,8 @@ class Guard:
         editable: Iterable[str] = (),
         commands: Iterable[str | None] = (),
         state_file: Path | None = None,
+        user_repo: Path | None = None,
+        run_id: str | None = None,
     ) -> None:
         self.workspace = workspace
         scripts = [s for c in commands for s in scripts_in(c, workspace.path)]
@@ -81,6 +84,7 @@ class Guard:
         self._prefix = f"{sub}/" if sub else ""
         self.sealed: dict[Path, bytes | None] = {}
         self._state_text: bytes | None = None
+        self._git_dirs = watched_git_dirs(workspace.mode, workspace.git_dir, workspace.branch, user_repo, run_id)
         self._loope_files = self._scan_loope_dir()
 
     # -- runner-owned files -------------------------------------------------------------------
@@ -109,10 +113,22 @@ class Guard:
         return violations
 
     def before_step(self) -> None:
-        """Note what an agent step may disturb but loope must be able to put back (the state file)."""
+        """Note what a step may disturb but loope must be able to put back: the state file, the git dirs."""
         state = self._state_rel()
         if state is not None:
             self._state_text = safefs.read_bytes(self.workspace.path, state)
+        for _, watched in self._git_dirs:
+            watched.take()
+
+    def _check_git_dirs(self) -> list[str]:
+        """Put the repository's git dirs back as they were before the step (before loope runs git again)."""
+        violations = []
+        for label, watched in self._git_dirs:
+            for rel in watched.restore():
+                violations.append(f"{label}/{rel} is outside the workspace; the step's change to it was undone")
+        if violations:
+            self.workspace.git.refresh_drivers()
+        return violations
 
     # -- the workspace's .loope/ --------------------------------------------------------------
 
@@ -205,7 +221,7 @@ class Guard:
 
     def enforce(self) -> tuple[list[str], list[FileChange]]:
         """Undo what the last agent step may not change: the violations (a line each) and the changes kept."""
-        violations = self._check_sealed() + self._check_loope_dir()
+        violations = self._check_git_dirs() + self._check_sealed() + self._check_loope_dir()
         changes = self.workspace.pending()
         linked = self._directories_replaced_by_links(changes)
         if linked:
@@ -234,6 +250,7 @@ class Guard:
 
     def undo_all(self) -> list[FileChange]:
         """Undo every change since the last commit (a read-only step's or a check's); what was undone."""
+        self._check_git_dirs()
         changed = self.workspace.pending()
         self.workspace.restore([c.path for c in changed])
         return changed

@@ -18,7 +18,7 @@ from loope.proc import run_process
 from loope.records.atomic import write_text
 from loope.records.model import FileChange
 from loope.workspace import safefs
-from loope.workspace.git import Git, GitError, toplevel
+from loope.workspace.git import Git, GitError, safe_command, safe_env, toplevel
 from loope.workspace.watch import Watcher
 
 LOOPE_DIR = ".loope"
@@ -78,10 +78,11 @@ class Workspace:
         base = _snapshot(user, run_dir / "snapshot.index")
         tree = run_dir / "workspace"
         user.run("worktree", "add", "-q", "-b", branch, str(tree), base)
+        git_dir = Path(Git(tree).out("rev-parse", "--absolute-git-dir"))
         sub = workdir.resolve().relative_to(top.resolve())
         path = tree / sub
         ensure_loope_dir(path)
-        return cls(WorkspaceMode.WORKTREE, path, _confined(tree), base, base, branch=branch)
+        return cls(WorkspaceMode.WORKTREE, path, _confined(tree, git_dir), base, base, branch=branch, git_dir=git_dir)
 
     @classmethod
     def _copy(cls, workdir: Path, top: Path | None, run_dir: Path) -> Workspace:
@@ -91,19 +92,20 @@ class Workspace:
             _copy_entry(workdir / rel, tree / rel)
         git_dir = run_dir / "shadow.git"
         run_process(
-            ["git", "init", "-q", f"--separate-git-dir={git_dir}", str(tree)],
+            safe_command("init", "-q", f"--separate-git-dir={git_dir}", str(tree)),
             cwd=run_dir,
+            env=safe_env(),
             capture=True,
         )
         ensure_loope_dir(tree)
-        git = _confined(tree)
+        git = _confined(tree, git_dir)
         base = git.commit_all("loope: the workdir as the run started")
         return cls(WorkspaceMode.COPY, tree, git, base, base, git_dir=git_dir)
 
     @classmethod
     def _in_place(cls, workdir: Path, run_dir: Path) -> Workspace:
         git_dir = run_dir / "shadow.git"
-        run_process(["git", "init", "-q", "--bare", str(git_dir)], cwd=run_dir, capture=True)
+        run_process(safe_command("init", "-q", "--bare", str(git_dir)), cwd=run_dir, env=safe_env(), capture=True)
         exclude = git_dir / "info" / "exclude"
         write_text(exclude, f"/{LOOPE_DIR}/\n")
         git = Git(workdir, git_dir)
@@ -121,7 +123,7 @@ class Workspace:
             git = Git(path, git_dir)
         else:
             tree = _tree_of(path)
-            git = _confined(tree) if tree is not None else Git(path)
+            git = _confined(tree, git_dir) if tree is not None else Git(path)
         return cls(mode, path, git, base, head, branch=branch, git_dir=git_dir)
 
     # -- per step -----------------------------------------------------------------------------
@@ -225,13 +227,14 @@ def _parents(dirs: set[str]) -> set[str]:
     return out
 
 
-def _confined(tree: Path) -> Git:
-    """Git for a workspace tree that can never reach a repository above it.
+def _confined(tree: Path, git_dir: Path | None) -> Git:
+    """Git for a workspace tree that can never reach another repository.
 
-    The tree lives inside the user's project (``.loope/runs/<id>/workspace``): should an agent delete
-    the tree's ``.git``, git would otherwise find the user's repository and commit onto their branch.
+    The tree lives inside the user's project (``.loope/runs/<id>/workspace``) and its ``.git`` file
+    is the agent's to change: the git dir is named explicitly, so a deleted or rewritten ``.git``
+    can point loope's own commands neither at the user's repository nor at one the agent made.
     """
-    return Git(tree, env={"GIT_CEILING_DIRECTORIES": str(tree.resolve().parent)})
+    return Git(tree, git_dir, env={"GIT_CEILING_DIRECTORIES": str(tree.resolve().parent)})
 
 
 def _tree_of(path: Path) -> Path | None:
