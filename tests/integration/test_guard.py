@@ -121,7 +121,7 @@ def test_a_file_created_outside_the_editable_globs_is_removed(project, agent_scr
     """
     result = run_fix(cli, project, cheat_then_fix(agent_script, cheat), "--editable", "calc.py")
     assert result.exit_code == 0, result.out + result.err
-    message = "conftest.py is outside the editable paths (calc.py); your change to it was undone"
+    message = "conftest.py configures the test runner and is protected; your change to it was undone"
     assert_undone_recorded_and_fed_back(project, message)
     assert not (workspace(project) / "conftest.py").exists()
     assert project.run_json()["changes"]["files"][0]["path"] == "calc.py"
@@ -129,9 +129,9 @@ def test_a_file_created_outside_the_editable_globs_is_removed(project, agent_scr
 
 
 def test_the_cheat_would_have_passed_the_gate_without_the_guard(project, agent_script, cli):
-    """Control for the test above: the same conftest.py, allowed, does make the gate pass."""
+    """Control for the test above: the same conftest.py, allowed (--editable names it), does make the gate pass."""
     cheat = agent_script("os.system(\"printf 'import calc\\\\ncalc.add = lambda a, b: a + b\\\\n' > conftest.py\")")
-    result = run_fix(cli, project, cheat)
+    result = run_fix(cli, project, cheat, "--editable", "conftest.py")
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
     assert (run["stop_reason"], run["iterations"]) == ("converged", 1)

@@ -192,6 +192,7 @@ class Engine:
             state_file=state_path,
             user_repo=toplevel(spec.workdir),
             run_id=rundir.run_id,
+            gate=spec.verify_cmd or spec.metric_cmd,
         )
         self.guard.seal(rundir / "spec.json", (rundir / "spec.json").read_bytes())
         for name in ("ledger.jsonl", "score.log", "best", "design-contract.md"):

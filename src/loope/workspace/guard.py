@@ -15,7 +15,7 @@ from pathlib import Path
 
 from loope.records.atomic import write_bytes
 from loope.records.model import FileChange
-from loope.workspace import safefs
+from loope.workspace import runner_config, safefs
 from loope.workspace.gitdirs import watched_git_dirs
 from loope.workspace.workspace import LOOPE_DIR, Workspace
 
@@ -69,11 +69,16 @@ class Guard:
         state_file: Path | None = None,
         user_repo: Path | None = None,
         run_id: str | None = None,
+        gate: str | None = None,
     ) -> None:
         self.workspace = workspace
         scripts = [s for c in commands for s in scripts_in(c, workspace.path)]
-        self.protected_patterns = sorted({*protect, *ALWAYS_PROTECTED, *scripts})
         self.editable_patterns = list(editable)
+        # With a gate, how the tests are run is out of the agent's reach too (unless --editable says so).
+        self._runner_patterns = runner_config.patterns(gate, self.editable_patterns)
+        self._runner = _spec(self._runner_patterns)
+        self._partial = runner_config.partial_files(gate, self.editable_patterns)
+        self.protected_patterns = sorted({*protect, *ALWAYS_PROTECTED, *scripts, *self._runner_patterns})
         self._protect = _spec(self.protected_patterns)
         self._editable = _spec(self.editable_patterns) if self.editable_patterns else None
         self.state_file = state_file
@@ -203,6 +208,8 @@ class Guard:
 
     def _rule(self, path: str) -> str | None:
         local = self._local(path)
+        if local is not None and self._runner.match_file(local):  # type: ignore[attr-defined]
+            return f"{path} configures the test runner and is protected; your change to it was undone"
         if local is not None and self._protect.match_file(local):  # type: ignore[attr-defined]
             return f"{path} is protected"
         editable = self._editable
@@ -231,6 +238,10 @@ class Guard:
                     f"{path} was a directory and became a link; the link was removed and the directory restored"
                 )
             self.workspace.restore(linked)
+            changes = self.workspace.pending()
+        partial = runner_config.undo_runner_parts(self.workspace, changes, self._partial)
+        if partial:
+            violations += partial
             changes = self.workspace.pending()
         denied = self.check(changes)
         self.workspace.restore([path for path, _ in denied])
@@ -269,7 +280,7 @@ class Guard:
         unmatched = []
         for pattern in [
             *self.editable_patterns,
-            *(p for p in self.protected_patterns if p not in ALWAYS_PROTECTED),
+            *(p for p in self.protected_patterns if p not in ALWAYS_PROTECTED and p not in self._runner_patterns),
         ]:
             spec = _spec([pattern])
             if not any(spec.match_file(p) for p in listed):  # type: ignore[attr-defined]
