@@ -193,6 +193,7 @@ class Engine:
             user_repo=toplevel(spec.workdir),
             run_id=rundir.run_id,
             gate=spec.verify_cmd or spec.metric_cmd,
+            run_dir=rundir.root,
         )
         self.guard.seal(rundir / "spec.json", (rundir / "spec.json").read_bytes())
         for name in ("ledger.jsonl", "score.log", "best", "design-contract.md"):

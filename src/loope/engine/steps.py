@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +28,7 @@ from loope.events import (
 )
 from loope.records.atomic import append_line, write_text
 from loope.records.model import FileChange, StepRecord
-from loope.verify.gate import GateResult, pid_recorder, read_output, run_gate, run_shell
+from loope.verify.gate import GateResult, check_env, pid_recorder, read_output, run_gate, run_shell
 from loope.verify.metric import Measurement
 from loope.workspace.guard import Guard
 
@@ -50,6 +51,7 @@ class StepRunner:
         self.run = run
         self.guard = guard
         self.attempts = Attempts(run, should_stop)
+        self._tracked: list[str] | None = None
 
     # -- agents -------------------------------------------------------------------------------
 
@@ -101,6 +103,7 @@ class StepRunner:
         run = self.run
         remaining = run.remaining_usd()
         number, step_dir = run.new_step(role, agent.label)
+        self.guard.own(step_dir)
         write_text(step_dir / "prompt.md", prompt)
         events = step_dir / "events.jsonl"
         rel = str(step_dir.relative_to(run.rundir.root))
@@ -173,6 +176,7 @@ class StepRunner:
         The returned record is not yet saved: the caller fills in the verdict, saves it and emits its event.
         """
         number, step_dir = self.run.new_step(Role.VERIFIER, kind)
+        self.guard.own(step_dir)
         rel = str(step_dir.relative_to(self.run.rundir.root))
         self.run.bus.emit(StepStarted(step=number, iteration=iteration, role=Role.VERIFIER, adapter=kind, dir=rel))
         write_text(step_dir / "command.txt", command + "\n")
@@ -181,8 +185,25 @@ class StepRunner:
         self.guard.undo_all()  # a check must not leave changes that would count as the agent's
         return StepRecord(id=number, iteration=iteration, role=Role.VERIFIER, adapter=kind, dir=rel), outcome
 
+    def _gate_env(self) -> dict[str, str]:
+        """The gate's environment: the user's, with pytest's config search kept inside the workspace."""
+        from loope.verify.confine import BOUNDARY, BOUNDARY_NAME, pytest_addopts
+
+        if self._tracked is None:
+            self._tracked = [p for p in self.run.workspace.git.out("ls-files", "-z").split("\0") if p]
+        boundary = self.run.rundir / BOUNDARY_NAME
+        ws = self.run.workspace
+        addopts = pytest_addopts(ws.path, ws.git.work_tree, self._tracked, boundary)
+        if addopts is None:
+            return check_env()
+        if self.guard.sealed.get(boundary) != BOUNDARY:
+            self.guard.write_sealed(boundary, BOUNDARY)
+        user = os.environ.get("PYTEST_ADDOPTS", "")
+        return check_env({"PYTEST_ADDOPTS": f"{addopts} {user}".strip()})
+
     def gate(self, iteration: int, command: str) -> tuple[StepRecord, GateResult]:
         """Run the verify command as a step of its own."""
+        env = self._gate_env()
         record, result = self._command_step(
             iteration,
             StepKind.GATE,
@@ -193,6 +214,7 @@ class StepRunner:
                 log=step_dir / "output.log",
                 timeout=self.run.step_timeout(),
                 cancel=self.run.cancel,
+                env=env,
             ),
         )
         record.ok, record.error = result.proc.start_error is None, result.proc.start_error

@@ -90,12 +90,18 @@ def read_output(log: Path) -> str:
 
 
 def run_gate(
-    command: str, *, cwd: Path, log: Path, timeout: float | None, cancel: threading.Event | None = None
+    command: str,
+    *,
+    cwd: Path,
+    log: Path,
+    timeout: float | None,
+    cancel: threading.Event | None = None,
+    env: dict[str, str] | None = None,
 ) -> GateResult:
     """Run the gate once; pass/fail with the failing checks parsed from its output."""
     from loope.verify.failures import parse_failures
 
-    proc = run_shell(command, cwd=cwd, log=log, timeout=timeout, cancel=cancel)
+    proc = run_shell(command, cwd=cwd, log=log, timeout=timeout, cancel=cancel, env=env)
     output = read_output(log)
     if proc.start_error:
         output = proc.start_error

@@ -17,6 +17,7 @@ from loope.records.atomic import write_bytes
 from loope.records.model import FileChange
 from loope.workspace import runner_config, safefs
 from loope.workspace.gitdirs import watched_git_dirs
+from loope.workspace.rundir_guard import RunDirGuard
 from loope.workspace.workspace import LOOPE_DIR, Workspace
 
 ALWAYS_PROTECTED = ("loope.toml",)
@@ -70,8 +71,10 @@ class Guard:
         user_repo: Path | None = None,
         run_id: str | None = None,
         gate: str | None = None,
+        run_dir: Path | None = None,
     ) -> None:
         self.workspace = workspace
+        self.run_dir = RunDirGuard(run_dir, workspace.git.work_tree.resolve()) if run_dir is not None else None
         scripts = [s for c in commands for s in scripts_in(c, workspace.path)]
         self.editable_patterns = list(editable)
         # With a gate, how the tests are run is out of the agent's reach too (unless --editable says so).
@@ -124,6 +127,8 @@ class Guard:
             self._state_text = safefs.read_bytes(self.workspace.path, state)
         for _, watched in self._git_dirs:
             watched.take()
+        if self.run_dir is not None:
+            self.run_dir.take()
 
     def _check_git_dirs(self) -> list[str]:
         """Put the repository's git dirs back as they were before the step (before loope runs git again)."""
@@ -228,7 +233,7 @@ class Guard:
 
     def enforce(self) -> tuple[list[str], list[FileChange]]:
         """Undo what the last agent step may not change: the violations (a line each) and the changes kept."""
-        violations = self._check_git_dirs() + self._check_sealed() + self._check_loope_dir()
+        violations = self._check_git_dirs() + self._check_outside() + self._check_sealed() + self._check_loope_dir()
         changes = self.workspace.pending()
         linked = self._directories_replaced_by_links(changes)
         if linked:
@@ -259,9 +264,18 @@ class Guard:
         trees = self.workspace.git.entries(self.workspace.head, links)
         return [path for path in links if path in trees and trees[path].mode == "040000"]
 
+    def own(self, step_dir: Path) -> None:
+        """A step directory loope made in the run directory (so the run-dir check keeps it)."""
+        if self.run_dir is not None:
+            self.run_dir.own(step_dir)
+
+    def _check_outside(self) -> list[str]:
+        return self.run_dir.restore() if self.run_dir is not None else []
+
     def undo_all(self) -> list[FileChange]:
         """Undo every change since the last commit (a read-only step's or a check's); what was undone."""
         self._check_git_dirs()
+        self._check_outside()
         changed = self.workspace.pending()
         self.workspace.restore([c.path for c in changed])
         return changed

@@ -1,0 +1,148 @@
+"""The run directory and the directories above the workspace: runner-owned, put back after every step.
+
+What an agent adds to the run directory (a ``pytest.ini`` or ``conftest.py`` that pytest's
+rootdir search would find above the workspace, a link where loope will write a step's records,
+a directory where loope expects a file) is removed, and so is a test-runner configuration file
+written into any directory above the run directory (``.loope/``, the user's repository, ...).
+Nothing is followed; nothing that was there before the step is removed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loope.workspace import safefs
+
+# What loope itself keeps directly in a run directory.
+LOOPE_DIRS = frozenset({"agents", "workspace", "shadow.git"})
+LOOPE_FILES = frozenset(
+    {
+        "spec.json", "run.json", "report.md", "events.jsonl", "ledger.jsonl", "changes.diff", "changed-files.txt",
+        "design-contract.md", "best", "score.log", "runner.lock", "runner.log", "observer-errors.log", "error.log",
+        "snapshot.index", "pytest-boundary.ini",
+    }
+)  # fmt: skip
+# Names pytest (and Python) read from a directory above the tests.
+_ABOVE = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg", "setup.py", "conftest.py")
+
+
+def _kind(info: os.stat_result | None) -> str | None:
+    if info is None:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return "link"
+    return "dir" if stat.S_ISDIR(info.st_mode) else "file"
+
+
+def _entries(path: Path) -> dict[str, str]:
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return {}
+    found = {}
+    for name in names:
+        try:
+            found[name] = _kind(os.lstat(path / name)) or "file"
+        except OSError:
+            continue
+    return found
+
+
+@dataclass
+class RunDirGuard:
+    root: Path
+    """The run directory."""
+    top: Path
+    """The top of the workspace's tree: every directory above it is watched for test-runner files."""
+    _root: dict[str, str] = field(default_factory=dict)
+    _agents: dict[str, str] = field(default_factory=dict)
+    _above: dict[Path, bytes | None] = field(default_factory=dict)
+    _mine: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def own(self, step_dir: Path) -> None:
+        """A step directory loope made during the step (it is not the agent's to have added)."""
+        with self._lock:
+            self._mine.add(step_dir.name)
+
+    def take(self) -> None:
+        self._root = _entries(self.root)
+        self._agents = _entries(self.root / "agents")
+        self._above = {}
+        for directory in self.top.parents:
+            for name in _ABOVE:
+                path = directory / name
+                info = _lstat(path)
+                if info is not None:
+                    self._above[path] = safefs.read_bytes(directory, name) if stat.S_ISREG(info.st_mode) else None
+
+    def restore(self) -> list[str]:
+        """Undo what was added to the run dir or above it since ``take``; a line for each."""
+        if not self._root:
+            return []
+        violations = self._check_root() + self._check_agents() + self._check_above()
+        self.take()
+        return violations
+
+    def _check_root(self) -> list[str]:
+        violations = []
+        for name, kind in _entries(self.root).items():
+            was = self._root.get(name)
+            if (kind == was and kind != "link") or name in LOOPE_DIRS:
+                continue
+            odd = (
+                kind == "link"  # loope never makes one here: reading or writing through it would leave the run
+                or (name in LOOPE_FILES and kind != "file")  # a directory where loope expects a file
+                or (was is None and kind == "file" and _test_config(name))
+            )
+            if odd:
+                safefs.remove(self.root, name)
+                violations.append(f"{name} in the run directory is loope's to write; {_REMOVED}")
+        return violations
+
+    def _check_agents(self) -> list[str]:
+        violations = []
+        for name, kind in _entries(self.root / "agents").items():
+            if self._agents.get(name) == kind == "dir" or (name in self._mine and kind == "dir"):
+                continue
+            safefs.remove(self.root, f"agents/{name}")
+            violations.append(f"agents/{name} in the run directory is loope's to write; it was removed")
+        with self._lock:
+            self._mine.clear()
+        return violations
+
+    def _check_above(self) -> list[str]:
+        violations = []
+        for directory in self.top.parents:
+            for name in _ABOVE:
+                path = directory / name
+                info = _lstat(path)
+                if path not in self._above:
+                    if info is not None:
+                        safefs.remove(directory, name)
+                        violations.append(f"{path} could configure the test runner from above the workspace; removed")
+                    continue
+                before = self._above[path]
+                if before is not None and safefs.read_bytes(directory, name) != before:
+                    safefs.write_bytes(directory, name, before)
+                    violations.append(f"{path} could configure the test runner from above the workspace; put back")
+        return violations
+
+
+_REMOVED = "what the step put there was removed"
+
+
+def _test_config(name: str) -> bool:
+    """A name loope never writes in a run directory but a test runner reads there."""
+    return name in _ABOVE or (name.endswith((".pth", ".ini", ".cfg", ".toml")) and name != "pytest-boundary.ini")
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
