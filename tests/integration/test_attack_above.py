@@ -125,3 +125,34 @@ echo '{{"ts": 0, "type": "run_finished"}}' > sitecustomize.pth
     assert (rundir / "report.md").is_file()  # written at the end, not a crash
     assert list(outside.iterdir()) == []
     assert json.loads((rundir / "run.json").read_text())["status"] == "max_iters"
+
+
+@pytest.mark.parametrize("field", ["workdir", "workspace"])
+def test_a_run_json_rewritten_after_the_run_cannot_steer_apply(project, cli, tmp_path, field):
+    """A process that outlived its step rewrites run.json so that apply writes where it chose: refused."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine\n")
+    victim_before = snapshot(victim)
+    result = run_attack(cli, project, "printf 'def add(a, b):\\n    return a + b\\n' > calc.py\n")
+    assert result.exit_code == 0, result.out + result.err
+    run_json = project.runs()[-1] / "run.json"
+    data = json.loads(run_json.read_text())
+    if field == "workdir":
+        data["workdir"] = str(victim)
+    else:
+        forged = tmp_path / "forged"
+        forged.mkdir()
+        subprocess_git = ["git", "init", "-q", str(forged)]
+        import subprocess
+
+        subprocess.run(subprocess_git, check=True)
+        data["workspace"]["path"] = str(forged)
+    run_json.write_text(json.dumps(data))
+    before = snapshot(project.path, skip=(".loope",))
+    applied = cli("apply", data["run_id"], cwd=project.path)
+    assert applied.exit_code == 2, applied.out + applied.err
+    assert "run.json was changed after the run" in applied.err
+    assert "nothing was applied" in applied.err
+    assert snapshot(victim) == victim_before
+    assert repo_changes(before, snapshot(project.path, skip=(".loope",))) == []

@@ -36,6 +36,7 @@ def apply(run_ref: str, workdir: Path | None, *, delete: bool, force: bool, dry_
         except LoopeError:
             rundir = find_run(project_dir(workdir), run_ref)
     record = RunRecord.from_dict(rundir.read_json("run.json"))
+    landing.check_record(record, rundir.root)
     target = project_dir(workdir or record.workdir)
     if record.status == "running":
         raise LoopeError(f"run {record.run_id} is still running; wait for it or `loope stop {record.run_id}`")

@@ -134,6 +134,34 @@ def _plan_file(
     return PlannedFile(rel, action, conflict=conflict, entry=new)
 
 
+def check_record(record: RunRecord, run_root: Path) -> None:
+    """Refuse a run.json whose paths lead out of its own run (a process that outlived the run may rewrite it).
+
+    The workspace must be the run dir's own (or, in place, the project itself, with the run's shadow
+    git dir), and the workdir the project the run dir belongs to (or a directory inside it).
+    """
+    root = run_root.resolve()
+    project = root.parent.parent.parent
+    ws = record.workspace
+
+    def inside(path: str, base: Path) -> bool:
+        resolved = Path(path).resolve()
+        return resolved == base or base in resolved.parents
+
+    problems = []
+    if not inside(record.workdir, project):
+        problems.append(f"its workdir {record.workdir} is not in {project}")
+    if ws.mode == "in-place":
+        if not inside(ws.path, project) or (ws.git_dir and Path(ws.git_dir).resolve() != root / "shadow.git"):
+            problems.append(f"its in-place workspace {ws.path} is not this run's")
+    elif not inside(ws.path, root / "workspace"):
+        problems.append(f"its workspace {ws.path} is outside the run directory")
+    if problems:
+        raise LoopeError(
+            f"run {record.run_id}: run.json was changed after the run ({'; '.join(problems)}); nothing was applied"
+        )
+
+
 def plan_run(record: RunRecord, target: Path, *, delete: bool, force: bool) -> tuple[Git, list[PlannedFile]]:
     """The git holding a finished run's commits, and what applying the run to ``target`` would do."""
     ws = record.workspace
