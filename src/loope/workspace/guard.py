@@ -8,7 +8,6 @@ workspace's ``.loope/`` (all but the state file), and runner-owned files in the 
 from __future__ import annotations
 
 import hashlib
-import shlex
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 from loope.records.atomic import write_bytes
 from loope.records.model import FileChange
 from loope.workspace import runner_config, safefs
+from loope.workspace.commands import files_and_shadows
 from loope.workspace.gitdirs import watched_git_dirs
 from loope.workspace.rundir_guard import RunDirGuard
 from loope.workspace.workspace import LOOPE_DIR, Workspace
@@ -28,28 +28,6 @@ def _spec(patterns: Iterable[str]) -> object:
     import pathspec
 
     return pathspec.GitIgnoreSpec.from_lines(list(patterns))
-
-
-def scripts_in(command: str | None, root: Path) -> list[str]:
-    """Files inside ``root`` that ``command`` names (``./bench.sh``, ``python tools/score.py``)."""
-    if not command:
-        return []
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    found = []
-    for word in words:
-        if word.startswith("-") or "=" in word:
-            continue
-        path = (root / word).resolve() if not Path(word).is_absolute() else Path(word)
-        try:
-            rel = path.relative_to(root.resolve())
-        except ValueError:
-            continue
-        if path.is_file():
-            found.append(rel.as_posix())
-    return sorted(set(found))
 
 
 def _digest(path: Path) -> str | None:
@@ -72,11 +50,13 @@ class Guard:
         run_id: str | None = None,
         gate: str | None = None,
         run_dir: Path | None = None,
+        metric: str | None = None,
     ) -> None:
         self.workspace = workspace
         self.run_dir = RunDirGuard(run_dir, workspace.git.work_tree.resolve()) if run_dir is not None else None
-        scripts = [s for c in commands for s in scripts_in(c, workspace.path)]
         self.editable_patterns = list(editable)
+        self._user_protect = list(dict.fromkeys(protect))
+        scripts = self._command_files(commands, metric)
         # With a gate, how the tests are run is out of the agent's reach too (unless --editable says so).
         self._runner_patterns = runner_config.patterns(gate, self.editable_patterns)
         self._runner = _spec(self._runner_patterns)
@@ -94,6 +74,33 @@ class Guard:
         self._state_text: bytes | None = None
         self._git_dirs = watched_git_dirs(workspace.mode, workspace.git_dir, workspace.branch, user_repo, run_id)
         self._loope_files = self._scan_loope_dir()
+
+    def _command_files(self, commands: Iterable[str | None], metric: str | None) -> list[str]:
+        """What the gate and metric run: their scripts (and ``python -m`` shadows); the metric's imports too.
+
+        A module the metric imports is protected unless an editable glob names it: the code the
+        metric measures is imported by it as well.
+        """
+        root = self.workspace.path
+        found: list[str] = []
+        for command in [*commands, metric]:
+            files, shadows = files_and_shadows(command, root)
+            found += files + shadows
+        imported, _ = files_and_shadows(metric, root, follow_imports=True)
+        found += [f for f in imported if not self._names(f)]
+        return found
+
+    def _names(self, path: str) -> bool:
+        """Whether an editable glob names ``path`` (matches it and spells its name or a directory of it).
+
+        ``--editable solution.py`` or ``--editable 'src/**'`` name src/solution.py; ``'**/*.py'``
+        matches every module the metric imports and names none of them.
+        """
+        words = [Path(path).stem, *Path(path).parent.parts]
+        for glob in self.editable_patterns:
+            if _spec([glob]).match_file(path) and any(w and w in glob for w in words):  # type: ignore[attr-defined]
+                return True
+        return False
 
     # -- runner-owned files -------------------------------------------------------------------
 
@@ -292,10 +299,7 @@ class Guard:
         """Globs given by the user that match none of ``paths`` (from the top of the work tree; a typo?)."""
         listed = [local for local in map(self._local, paths) if local is not None]
         unmatched = []
-        for pattern in [
-            *self.editable_patterns,
-            *(p for p in self.protected_patterns if p not in ALWAYS_PROTECTED and p not in self._runner_patterns),
-        ]:
+        for pattern in [*self.editable_patterns, *self._user_protect]:
             spec = _spec([pattern])
             if not any(spec.match_file(p) for p in listed):  # type: ignore[attr-defined]
                 unmatched.append(pattern)
