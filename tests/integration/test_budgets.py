@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -95,7 +96,8 @@ def test_max_time_stops_a_run_that_outlives_it(project, agent_script, cli):
     run = project.run_json()
     assert (run["status"], run["stop_reason"], run["iterations"]) == ("budget_exceeded", "budget_exceeded", 1)
     assert run["stop_detail"].startswith("ran ")
-    assert "s of --max-time 2s; implementer exec: timed out after 2s" in run["stop_detail"]
+    # The step got what was left of the 2s (the run's own set-up took some of it).
+    assert re.search(r"s of --max-time 2s; implementer exec: timed out after (2|1\.\d)s$", run["stop_detail"])
     # The step was cut at the time left, not allowed its full --timeout; the gate never ran.
     assert [(s["role"], s["ok"]) for s in run["steps"]] == [("implementer", False)]
 
