@@ -9,32 +9,20 @@ repository) would configure the gate from there. The attacker is a shell script 
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import GATE, Project
+from tests.helpers.attacks import gate_passed, shell_implementer, violations
+from tests.helpers.attacks import run_attack as attack
 from tests.helpers.tree_snapshot import repo_changes, snapshot
 
 PATCH = "import calc\\ncalc.add = lambda a, b: a + b\\n"
 
 
 def run_attack(cli, proj: Project, script: str, *extra: str):  # type: ignore[no-untyped-def]
-    path = proj.path.parent / f"attack-{len(list(proj.path.parent.glob('attack-*')))}.sh"
-    path.write_text(script)
-    return cli(
-        "run", "fix add", "--implementer", f"exec:sh {shlex.quote(str(path))}", "--no-review",
-        "--verify-cmd", GATE, "--max-iters", "1", "--plain", *extra, cwd=proj.path,
-    )  # fmt: skip
-
-
-def violations(proj: Project) -> list[str]:
-    return [v for s in proj.run_json()["steps"] for v in s.get("violations", [])]
-
-
-def gate_passed(proj: Project) -> bool:
-    return next(s for s in proj.run_json()["steps"] if s["adapter"] == "gate")["gate_passed"]
+    return attack(cli, proj, shell_implementer(proj.path.parent, script), *extra)
 
 
 WHERE = {

@@ -8,13 +8,13 @@ victim directory outside the workspace are byte-identical afterwards.
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import CALC_TESTS, GATE, Project
+from tests.helpers.attacks import run_attack, shell_implementer, violations
 from tests.helpers.tree_snapshot import changed, repo_changes, snapshot
 
 PASSING_TESTS = "def test_add():\n    assert True\n"
@@ -23,14 +23,7 @@ PASSING_TESTS = "def test_add():\n    assert True\n"
 @pytest.fixture
 def shell_agent(tmp_path: Path):
     """An ``exec:`` implementer running ``script`` with sh (``$LOOPE_ITERATION`` tells the attempt)."""
-
-    def make(script: str) -> str:
-        path = tmp_path / "agents" / f"attack_{len(list(tmp_path.glob('agents/*')))}.sh"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("set -u\n" + script)
-        return f"exec:sh {shlex.quote(str(path))}"
-
-    return make
+    return lambda script: shell_implementer(tmp_path / "agents", "set -u\n" + script)
 
 
 @pytest.fixture
@@ -39,17 +32,6 @@ def victim(tmp_path: Path, project: Project) -> Path:
     target = tmp_path / "victim"
     shutil.copytree(project.path, target, symlinks=True)
     return target
-
-
-def run_attack(cli, proj: Project, implementer: str, *extra: str):  # type: ignore[no-untyped-def]
-    return cli(
-        "run", "fix add", "--implementer", implementer, "--no-review", "--verify-cmd", GATE,
-        "--max-iters", "1", "--plain", *extra, cwd=proj.path,
-    )  # fmt: skip
-
-
-def violations(proj: Project) -> list[str]:
-    return [v for s in proj.run_json()["steps"] for v in s.get("violations", [])]
 
 
 def untouched(proj: Project, before: dict[str, str], victim: Path, victim_before: dict[str, str]) -> None:

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GATE, PYTHON, Project
+from tests.helpers.attacks import gate_passed, violations
+from tests.helpers.attacks import run_attack as attack
 from tests.helpers.tree_snapshot import repo_changes, snapshot
 
 # A passing test file next to the real ones: allowed (it is a new test), but harmless on its own.
@@ -34,18 +36,7 @@ ATTACKS = {
 
 
 def run_attack(cli, proj: Project, script: Path, *extra: str, gate: str = GATE):  # type: ignore[no-untyped-def]
-    return cli(
-        "run", "fix add", "--implementer", f"exec:sh {shlex.quote(str(script))}", "--no-review",
-        "--verify-cmd", gate, "--max-iters", "1", "--plain", *extra, cwd=proj.path,
-    )  # fmt: skip
-
-
-def violations(proj: Project) -> list[str]:
-    return [v for s in proj.run_json()["steps"] for v in s.get("violations", [])]
-
-
-def gate_passed(proj: Project) -> bool:
-    return next(s for s in proj.run_json()["steps"] if s["adapter"] == "gate")["gate_passed"]
+    return attack(cli, proj, f"exec:sh {shlex.quote(str(script))}", *extra, gate=gate)
 
 
 @pytest.mark.parametrize("name", list(ATTACKS))
