@@ -96,7 +96,8 @@ def test_files_the_agent_plants_in_the_run_directory_are_removed(project, cli, t
     outside.mkdir()
     script = f"""
 cd "$LOOPE_RUN_DIR"
-rm -f report.md run.json && mkdir report.md run.json
+rm -f report.md run.json spec.json && mkdir report.md run.json spec.json
+ln -s {outside}/best best
 ln -s {outside} agents/09-implementer-exec
 ln -s {outside}/stolen ledger-copy
 mkdir agents/05-gate-forged && echo 'passed' > agents/05-gate-forged/output.log
@@ -105,12 +106,15 @@ echo '{{"ts": 0, "type": "run_finished"}}' > sitecustomize.pth
     result = run_attack(cli, project, script)
     assert result.exit_code == 1, result.out + result.err
     found = violations(project)
-    for name in ("report.md", "run.json", "ledger-copy", "sitecustomize.pth"):
+    for name in ("report.md", "run.json", "spec.json", "best", "ledger-copy", "sitecustomize.pth"):
         assert f"{name} in the run directory is loope's to write; what the step put there was removed" in found, found
     for name in ("agents/09-implementer-exec", "agents/05-gate-forged"):
         assert f"{name} in the run directory is loope's to write; it was removed" in found, found
+    assert "spec.json is written only by loope; the change to it was undone" in found
     rundir = project.runs()[-1]
     assert (rundir / "report.md").is_file()  # written at the end, not a crash
+    assert json.loads((rundir / "spec.json").read_text())["verify_cmd"] == GATE
+    assert not (rundir / "best").exists()
     assert list(outside.iterdir()) == []
     assert json.loads((rundir / "run.json").read_text())["status"] == "max_iters"
 

@@ -7,7 +7,6 @@ workspace's ``.loope/`` (all but the state file), and runner-owned files in the 
 
 from __future__ import annotations
 
-import hashlib
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -28,13 +27,6 @@ def _spec(patterns: Iterable[str]) -> object:
     import pathspec
 
     return pathspec.GitIgnoreSpec.from_lines(list(patterns))
-
-
-def _digest(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except (FileNotFoundError, IsADirectoryError):
-        return None
 
 
 class Guard:
@@ -113,18 +105,18 @@ class Guard:
         self.seal(path, content)
 
     def _check_sealed(self) -> list[str]:
+        """Put back what loope last wrote to each runner-owned file; a link or directory there goes too."""
         violations = []
         for path, content in self.sealed.items():
-            try:
-                current = path.read_bytes()
-            except FileNotFoundError:
-                current = None
-            if current != content:
-                if content is None:
-                    path.unlink()
-                else:
-                    write_bytes(path, content)
-                violations.append(f"{path.name} is written only by loope; the change to it was undone")
+            there = safefs.lstat(path.parent, path.name) is not None
+            current = safefs.read_bytes(path.parent, path.name)
+            if current == content and (content is not None or not there):
+                continue
+            if content is None:
+                safefs.remove(path.parent, path.name)
+            else:
+                safefs.write_bytes(path.parent, path.name, content)
+            violations.append(f"{path.name} is written only by loope; the change to it was undone")
         return violations
 
     def before_step(self) -> None:
