@@ -40,6 +40,8 @@ _SAFE_CONFIG = {
     "tag.gpgsign": "false",
     "protocol.ext.allow": "never",
     "core.quotepath": "off",
+    "gc.auto": "0",  # no packing of refs and objects in the middle of a run (nor its hook)
+    "maintenance.auto": "false",
 }
 _CONFIG = tuple(arg for key, value in _SAFE_CONFIG.items() for arg in ("-c", f"{key}={value}"))
 _DIFF = ("diff", "--no-ext-diff", "--no-textconv", "--no-renames")  # never an external diff tool or textconv

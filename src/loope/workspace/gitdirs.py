@@ -17,7 +17,11 @@ from pathlib import Path
 
 from loope.workspace import safefs
 
-_NOT_WATCHED = frozenset({"objects", "lfs", "modules", "fsmonitor--daemon", "gc.log", "gc.pid"})
+# Not watched: objects only grow; other worktrees' admin files move with the runs (and checkouts) using them.
+_NOT_WATCHED = frozenset({"objects", "lfs", "modules", "worktrees", "fsmonitor--daemon", "gc.log", "gc.pid"})
+# Other loope runs' branches and refs: runs going on at the same time add and move their own, so only
+# a deletion (an agent's attack on another run) is put back.
+_OTHER_RUNS = ("refs/loope/", "refs/heads/loope/", "logs/refs/loope/", "logs/refs/heads/loope/")
 _APPEND_ONLY = "logs/"
 
 
@@ -82,13 +86,17 @@ class GitDirGuard:
         now = self._scan()
         changed: list[str] = []
         for rel in sorted(set(now) - set(self._before), key=len, reverse=True):
-            if self._owned(rel) or any(rel.startswith(f"{p}/") for p in now if p != rel and p not in self._before):
+            if self._owned(rel) or rel.startswith(_OTHER_RUNS):
+                continue
+            if any(rel.startswith(f"{p}/") for p in now if p != rel and p not in self._before):
                 continue  # inside a new directory: removed with it
             safefs.remove(self.root, rel)
             changed.append(rel)
         for rel, old in sorted(self._before.items()):
             new = now.get(rel)
-            if new is not None and new.kind == old.kind and new.signature == old.signature:
+            if new is not None and (
+                (new.kind == old.kind and new.signature == old.signature) or rel.startswith(_OTHER_RUNS)
+            ):
                 continue
             if new is not None and new.kind == "file" and old.kind == "file" and self._same_file(rel, old):
                 continue
@@ -133,7 +141,7 @@ def watched_git_dirs(
     found: list[tuple[str, GitDirGuard]] = []
     if mode == "worktree" and git_dir is not None:
         common = _common_dir(git_dir)
-        own = [f"worktrees/{git_dir.name}", *mine]
+        own = [*mine]
         if branch:
             own += [f"refs/heads/{branch}", f"logs/refs/heads/{branch}"]
         found.append((".git", GitDirGuard(common, tuple(own))))
