@@ -32,6 +32,20 @@ WHERE = {
 }
 
 
+def test_a_pytest_config_written_into_the_users_repository_is_not_read_by_the_gate(project, cli):
+    """Above .loope/ the directories are the user's: loope leaves the files there, reports them, and the gate
+    (with no pytest configuration in the tree) is run so that pytest does not read them."""
+    script = 'top="$LOOPE_RUN_DIR/../../.."\n'
+    script += f"printf '[pytest]\\n' > \"$top/pytest.ini\"\nprintf '{PATCH}' > \"$top/conftest.py\"\n"
+    result = run_attack(cli, project, script)
+    assert result.exit_code == 1, result.out + result.err
+    assert gate_passed(project) is False
+    for name in ("pytest.ini", "conftest.py"):
+        assert f"{project.path / name} appeared above the workspace during the step; the gate ignores it" in (
+            violations(project)
+        )
+
+
 @pytest.mark.parametrize("where", list(WHERE))
 def test_a_pytest_config_written_above_the_workspace_does_not_configure_the_gate(project, cli, where):
     target = WHERE[where]

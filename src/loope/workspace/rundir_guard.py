@@ -1,10 +1,11 @@
-"""The run directory and the directories above the workspace: runner-owned, put back after every step.
+"""The run directory and loope's directories above the workspace: runner-owned, put back after every step.
 
 What an agent adds to the run directory (a ``pytest.ini`` or ``conftest.py`` that pytest's
 rootdir search would find above the workspace, a link where loope will write a step's records,
-a directory where loope expects a file) is removed, and so is a test-runner configuration file
-written into any directory above the run directory (``.loope/``, the user's repository, ...).
-Nothing is followed; nothing that was there before the step is removed.
+a directory where loope expects a file) is removed, and so is a test-runner file written into
+``.loope/runs/`` or ``.loope/``. Directories above ``.loope/`` are the user's own (they may be
+editing them while the run goes on), so nothing there is touched: the gate's pytest is kept from
+reading them instead (``verify/confine.py``). Nothing is followed.
 """
 
 from __future__ import annotations
@@ -80,6 +81,15 @@ class RunDirGuard:
                 if info is not None:
                     self._above[path] = safefs.read_bytes(directory, name) if stat.S_ISREG(info.st_mode) else None
 
+    def _loope_dirs_above(self) -> list[Path]:
+        """The directories above the workspace tree up to ``.loope/`` itself (none when the tree is the user's)."""
+        found = []
+        for directory in self.top.parents:
+            found.append(directory)
+            if directory.name == ".loope":
+                return found if self.root in found else []
+        return []
+
     def restore(self) -> list[str]:
         """Undo what was added to the run dir or above it since ``take``; a line for each."""
         if not self._root:
@@ -117,17 +127,22 @@ class RunDirGuard:
 
     def _check_above(self) -> list[str]:
         violations = []
+        loope_dirs = self._loope_dirs_above()
         for directory in self.top.parents:
             for name in _ABOVE:
                 path = directory / name
                 info = _lstat(path)
                 if path not in self._above:
-                    if info is not None:
+                    if info is None:
+                        continue
+                    if directory in loope_dirs:
                         safefs.remove(directory, name)
                         violations.append(f"{path} could configure the test runner from above the workspace; removed")
+                    else:  # the user's own directory: they may be editing it; the gate just does not read it
+                        violations.append(f"{path} appeared above the workspace during the step; the gate ignores it")
                     continue
                 before = self._above[path]
-                if before is not None and safefs.read_bytes(directory, name) != before:
+                if directory in loope_dirs and before is not None and safefs.read_bytes(directory, name) != before:
                     safefs.write_bytes(directory, name, before)
                     violations.append(f"{path} could configure the test runner from above the workspace; put back")
         return violations
