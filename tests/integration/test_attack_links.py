@@ -39,16 +39,14 @@ def untouched(proj: Project, before: dict[str, str], victim: Path, victim_before
     assert changed(victim_before, snapshot(victim)) == []
 
 
-@pytest.mark.parametrize("mode", ["worktree", "copy", "in-place"])
+# In place, .loope/ holds the run directory itself: moving it away takes the run with it (not covered here).
+@pytest.mark.parametrize("mode", ["worktree", "copy"])
 def test_loope_dir_replaced_by_a_link_to_the_users_repository(project, victim, shell_agent, cli, mode):
     """The 0.1 data loss: the guard walked the link, deleted the target's files and wrote .gitignore there."""
     before, victim_before = snapshot(project.path, skip=(".loope",)), snapshot(victim)
     attack = shell_agent(f"mv .loope ../moved-loope-$$ 2>/dev/null || rm -rf .loope\nln -s {victim} .loope\n")
     result = run_attack(cli, project, attack, "--workspace", mode)
     assert result.exit_code == 1, result.out + result.err
-    if mode == "in-place":
-        # The run dir lives under the workdir's .loope in place: moving it away ends the run.
-        return
     run = project.run_json()
     assert run["stop_reason"] == "max_iters"
     assert any(v.startswith(".loope belongs to loope and was replaced") for v in violations(project))

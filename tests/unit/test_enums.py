@@ -46,7 +46,9 @@ def test_each_closed_set_serializes_as_its_strings(enum, strings):
 def test_a_spec_saves_its_direction_and_workspace_as_strings(tmp_path):
     from loope.spec import LoopSpec
 
-    spec = LoopSpec(goal="g", workdir=tmp_path, metric_cmd="echo 1", direction="lower", workspace="in-place")
+    spec = LoopSpec(
+        goal="g", workdir=tmp_path, metric_cmd="echo 1", direction="lower", editable=["a.py"], workspace="in-place"
+    )
     saved = json.loads(spec.model_dump_json())
     assert (saved["direction"], saved["workspace"]) == ("lower", "in-place")
     assert LoopSpec.model_validate_json(spec.model_dump_json()).direction is Direction.LOWER
