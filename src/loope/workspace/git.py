@@ -101,13 +101,6 @@ class Git:
         self._env.update(env or {})
         self._author: dict[str, str] | None = None
 
-<<<<<<< HEAD
-    def run(
-        self, *args: str, stdin: bytes | None = None, check: bool = True, env: Mapping[str, str] | None = None
-    ) -> ProcResult:
-        full_env = {**self._env, **env} if env else self._env
-        result = run_process(["git", *_CONFIG, *args], cwd=self.work_tree, env=full_env, stdin=stdin, capture=True)
-=======
     def refresh_drivers(self) -> None:
         """Read the filter and diff driver names configured now, so none of their programs runs.
 
@@ -134,10 +127,12 @@ class Git:
             self._drivers = tuple(overrides)
         return self._drivers
 
-    def run(self, *args: str, stdin: bytes | None = None, check: bool = True) -> ProcResult:
+    def run(
+        self, *args: str, stdin: bytes | None = None, check: bool = True, env: Mapping[str, str] | None = None
+    ) -> ProcResult:
+        full_env = {**self._env, **env} if env else self._env
         argv = safe_command(*args, drivers=self._driver_overrides())
-        result = run_process(argv, cwd=self.work_tree, env=self._env, stdin=stdin, capture=True)
->>>>>>> 5cee72e (The user's .git is put back after every step; loope's own git commands run no program a repository configures; the workspace's git dir is named, never found through its .git file)
+        result = run_process(argv, cwd=self.work_tree, env=full_env, stdin=stdin, capture=True)
         if check and not result.ok:
             detail = result.stderr_tail.strip().splitlines()
             raise GitError(f"git {args[0]} failed: {detail[-1] if detail else result.describe()}")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from loope.workspace import safefs
 
 if TYPE_CHECKING:
-    from loope.workspace.git import FileChange
+    from loope.records.model import FileChange
     from loope.workspace.workspace import Workspace
 
 # Python: what pytest and the interpreter read before any test runs.
