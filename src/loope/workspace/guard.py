@@ -213,7 +213,7 @@ class Guard:
     def _rule(self, path: str) -> str | None:
         local = self._local(path)
         if local is not None and self._runner.match_file(local):  # type: ignore[attr-defined]
-            return f"{path} configures the test runner and is protected; your change to it was undone"
+            return f"{path} configures the test runner and is protected"
         if local is not None and self._protect.match_file(local):  # type: ignore[attr-defined]
             return f"{path} is protected"
         editable = self._editable
