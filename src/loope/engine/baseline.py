@@ -61,6 +61,7 @@ def gate_baseline(engine: Engine) -> None:
         log=step_dir / "output.log",
         timeout=run.step_timeout(),
         cancel=run.cancel,
+        env=engine.steps.gate_env(),  # the same environment as every gate of the run
     )
     assert engine.guard is not None
     engine.guard.undo_all()  # a check must not leave changes that would count as the agent's

@@ -185,7 +185,7 @@ class StepRunner:
         self.guard.undo_all()  # a check must not leave changes that would count as the agent's
         return StepRecord(id=number, iteration=iteration, role=Role.VERIFIER, adapter=kind, dir=rel), outcome
 
-    def _gate_env(self) -> dict[str, str]:
+    def gate_env(self) -> dict[str, str]:
         """The gate's environment: the user's, with pytest's config search kept inside the workspace."""
         from loope.verify.confine import BOUNDARY, BOUNDARY_NAME, pytest_addopts
 
@@ -203,7 +203,7 @@ class StepRunner:
 
     def gate(self, iteration: int, command: str) -> tuple[StepRecord, GateResult]:
         """Run the verify command as a step of its own."""
-        env = self._gate_env()
+        env = self.gate_env()
         record, result = self._command_step(
             iteration,
             StepKind.GATE,
