@@ -380,3 +380,25 @@ def test_the_printed_config_starts_a_working_server(project: Project) -> None:
             assert result.structured_content == {"count": 0, "loops": []}
 
     asyncio.run(main())
+
+
+def test_a_waiting_status_reports_progress_to_a_caller_that_asked(project: Project, agent_script) -> None:
+    slow = agent_script("import time\ntime.sleep(12)\n" + FIX)
+    told: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        told.append((done, total, message))
+
+    async def scenario(loope: Loope) -> None:
+        started = await loope.call("loope_start", goal="fix add", implementer=slow, verify_command=GATE)
+        result = await loope.session.call_tool(
+            "loope_status", {"loop_id": started["loop_id"], "wait_s": 120}, progress_callback=progress
+        )
+        assert not result.is_error
+        assert told, "no progress while waiting"
+        _, total, message = told[0]
+        assert (total, message) == (120, f"{started['loop_id']} running, 0 iteration(s) finished")
+        assert [t[0] for t in told] == sorted(t[0] for t in told)
+        await loope.finished(started["loop_id"])
+
+    serve(project.path, scenario)

@@ -9,6 +9,7 @@ function signature, ignores unknown arguments and reports pydantic's multi-line 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ from loope.mcp.tools import BY_NAME, TOOLS
 logger = logging.getLogger("loope.mcp")
 POLL_S = 0.5
 """How often a waiting ``loope_status`` looks at the loop's run.json."""
+PROGRESS_EVERY_S = 5.0
+"""How often it tells a caller that asked for progress that it is still waiting."""
 
 
 def listed() -> list[types.Tool]:
@@ -49,8 +52,20 @@ def listed() -> list[types.Tool]:
     ]
 
 
-async def call(name: str, arguments: dict[str, Any] | None, project: Path) -> types.CallToolResult:
-    """Run one tool call to a result; loope's errors become tool errors (``is_error``) with their message."""
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+async def _no_progress(progress: float, total: float | None, message: str | None) -> None:
+    return None
+
+
+async def call(
+    name: str, arguments: dict[str, Any] | None, project: Path, report: Progress = _no_progress
+) -> types.CallToolResult:
+    """Run one tool call to a result; loope's errors become tool errors (``is_error``) with their message.
+
+    ``report`` sends progress notifications (when the caller asked for them) while a status call waits.
+    """
     tool = BY_NAME.get(name)
     if tool is None:
         return _error(f"unknown tool {name!r}; loope's tools are {', '.join(BY_NAME)}")
@@ -58,7 +73,7 @@ async def call(name: str, arguments: dict[str, Any] | None, project: Path) -> ty
         args = parse(name, tool.args, arguments)
         workdir = actions.workdir_for(getattr(args, "workspace", None), project)
         if isinstance(args, StatusArgs) and args.wait_s > 0:
-            result = await _wait_then_status(workdir, args)
+            result = await _wait_then_status(workdir, args, report)
         else:
             # loope's control plane is synchronous (git, SQLite, files): keep it off the event loop.
             result = await anyio.to_thread.run_sync(tool.run, args, workdir)
@@ -73,7 +88,7 @@ async def call(name: str, arguments: dict[str, Any] | None, project: Path) -> ty
     )
 
 
-async def _wait_then_status(workdir: Path, args: StatusArgs) -> dict[str, Any]:
+async def _wait_then_status(workdir: Path, args: StatusArgs, report: Progress) -> dict[str, Any]:
     """Wait (here, on the event loop, so a cancelled call stops waiting) until the loop moves on."""
     run_id = (await anyio.to_thread.run_sync(actions.find, workdir, args.loop_id)).run_id
     before = await anyio.to_thread.run_sync(actions.progress, workdir, run_id)
@@ -85,6 +100,8 @@ async def _wait_then_status(workdir: Path, args: StatusArgs) -> dict[str, Any]:
             now = await anyio.to_thread.run_sync(actions.progress, workdir, run_id)
             if now != before and now[1] >= 0:
                 break
+            if waited % PROGRESS_EVERY_S < POLL_S / 2:
+                await report(waited, args.wait_s, f"{run_id} {now[0]}, {now[1]} iteration(s) finished")
     result = await anyio.to_thread.run_sync(actions.status, workdir, run_id)
     return {**result, "waited_s": round(waited, 1)}
 
@@ -104,7 +121,7 @@ def build(project: Path) -> Server[Any]:
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        return await call(params.name, params.arguments, project)
+        return await call(params.name, params.arguments, project, ctx.session.report_progress)
 
     return Server(
         "loope",

@@ -46,9 +46,8 @@ _ACTIONS: dict[str, Action] = {
     "fetch": "other",
     "think": "other",
 }
-WRITING_KINDS = frozenset({"edit", "delete", "move", "execute"})
-"""Tool kinds a read-only role is refused (a command can write as well as an edit can)."""
 READ_ONLY_KINDS = frozenset({"read", "search", "think", "fetch", "switch_mode"})
+"""The only tool kinds a read-only role is allowed (a command can write as well as an edit can)."""
 TERMINAL_OUTPUT_LIMIT = 1_000_000
 
 
@@ -73,7 +72,7 @@ class LoopeClient:
         self.request = request
         self.workspace = Path(os.path.realpath(request.workspace))
         self.seen = Transcript()
-        self.terminals = Terminals(request, self)
+        self.terminals = Terminals(request)
         self._pending: dict[str, tuple[str | None, str | None]] = {}
         """Tool calls whose target is not known yet: their kind and title."""
 
@@ -346,9 +345,8 @@ class Terminal:
 class Terminals:
     """The step's terminals; every one is killed when the step ends."""
 
-    def __init__(self, request: AgentRequest, client: LoopeClient) -> None:
+    def __init__(self, request: AgentRequest) -> None:
         self.request = request
-        self.client = client
         self._running: dict[str, Terminal] = {}
         self._ids = itertools.count(1)
 
