@@ -87,7 +87,7 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
 
 
 def waiting_text(waiting: Any) -> str | None:
-    """ "waiting for the usage limit until 15:00" for a run waiting out a limit, else None."""
+    """ "waiting for the usage limit until 15:00" (or "retrying … at 15:00") while the run waits, else None."""
     from loope.agents.setback import parse_reset
 
     if not isinstance(waiting, dict) or (until := parse_reset(waiting.get("until"))) is None:
@@ -95,6 +95,8 @@ def waiting_text(waiting: Any) -> str | None:
     from loope.text import local_clock
 
     who = f" ({waiting['reason']})" if waiting.get("reason") else ""
+    if waiting.get("kind") == "retry":
+        return f"retrying after a transient failure at {local_clock(until)}{who}"
     return f"waiting for the usage limit until {local_clock(until)}{who}"
 
 

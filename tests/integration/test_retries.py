@@ -214,3 +214,25 @@ def test_a_runner_killed_while_waiting_waits_again_when_resumed(project, agent_s
     assert first < reset <= second
     waits = [e for e in events_of(project.runs()[-1]) if e["type"] == "limit_wait"]
     assert len(waits) == 2  # the first runner's, then the resumed runner's
+
+
+def test_status_says_a_step_is_retrying_and_stop_ends_the_backoff(project, agent_script, cli, tmp_path):
+    project.write("loope.toml", "retry_delay = 3600\n")  # a backoff of minutes: only the stop can end it
+    counter = tmp_path / "calls"
+    proc = _start(project, "fix add", "--implementer", agent_script(flaky(counter, 1, RETRY)), "--no-review")
+    try:
+        run = _wait_for_waiting(project, proc)
+        assert run["waiting"]["kind"] == "retry"
+        status = cli("status", run["run_id"], cwd=project.path)
+        assert "retrying after a transient failure at " in status.out
+        assert "HTTP 529 overloaded" in status.out
+        assert cli("stop", run["run_id"], cwd=project.path).exit_code == 0
+        proc.wait(timeout=60)  # a hang guard: the backoff must end with the stop
+    finally:
+        proc.kill()
+        proc.wait()
+    final = project.run_json()
+    assert final["stop_reason"] == "stopped"
+    assert "while waiting for a retry" in final["stop_detail"]
+    assert final["waiting"] is None
+    assert len(calls(counter)) == 1

@@ -248,7 +248,7 @@ class Engine:
         try:
             if self.memory is not None and not self.memories:
                 self.memories = self._recall()
-            if run.record.waiting and not self.steps.attempts.limit_wait(run.record.waiting):
+            if not self.steps.attempts.wait_again():
                 raise Halt(StopReason.STOPPED, "stop requested while waiting for the usage limit")
             if first == 1 and needs_baseline(self):
                 gate_baseline(self)

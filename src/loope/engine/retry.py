@@ -30,6 +30,8 @@ MAX_LIMIT_WAITS = 6
 """Limit waits per step: a CLI that still says "limited" after six resets is not waited for again."""
 RESET_MARGIN_S = 1.0
 """Waited past a reset time, so the first try after it does not race the provider's clock."""
+RETRY = "retry"
+"""``waiting.kind`` during a backoff before a retry (``usage_limit`` during a limit wait)."""
 _POLL_S = 0.5
 _KEEP = frozenset({"prompt.md", "attempts", "attempts.jsonl", "home"})
 
@@ -136,6 +138,10 @@ class Attempts:
                 Waiting("usage_limit", iso(until), iso(setback.reset_at), step, iteration, adapter, setback.reason)
             )
         delay = round(until - time.time(), 3)
+        run = self.run
+        # In run.json too, so `status` can say so; a resumed runner just tries again (see ``drive``).
+        run.record.waiting = Waiting(RETRY, iso(until), None, step, iteration, adapter, setback.reason)
+        run.save()
         self.run.bus.emit(
             StepRetry(
                 step=step,
@@ -147,7 +153,21 @@ class Attempts:
                 delay_s=delay,
             )
         )
-        return wait_until(until, self.run.cancel.is_set, self.should_stop, self.run.cancel.wait)
+        try:
+            return wait_until(until, run.cancel.is_set, self.should_stop, run.cancel.wait)
+        finally:
+            run.record.waiting = None
+            run.save()
+
+    def wait_again(self) -> bool:
+        """After a restart: wait out the usage limit a killed runner was waiting for; False when a stop came first.
+
+        A backoff it was in is not waited again: the redone step simply tries at once.
+        """
+        waiting = self.run.record.waiting
+        if waiting is not None and waiting.kind == RETRY:
+            self.run.record.waiting = waiting = None
+        return waiting is None or self.limit_wait(waiting)
 
     def limit_wait(self, waiting: Waiting) -> bool:
         """Wait out a usage limit, recorded in run.json while it lasts; False when a stop came first.
