@@ -132,3 +132,27 @@ def test_a_gate_that_calls_make_protects_the_makefile(project, tmp_path, cli):
     assert result.exit_code == 1, result.out + result.err
     assert "Makefile configures the test runner and is protected; your change to it was undone" in violations(project)
     assert gate_passed(project) is False
+
+
+@pytest.mark.parametrize("name", ["pluggy.py", "iniconfig/__init__.py", "json.py"])
+def test_a_module_shadowing_what_the_runner_imports_is_removed(project, tmp_path, cli, name):
+    """``python -m pytest`` runs with the workspace first on sys.path: a pluggy.py there exits 0 before any test."""
+    script = tmp_path / "attack.sh"
+    script.write_text(f"mkdir -p $(dirname {name})\nprintf 'import os\\nos._exit(0)\\n' > {name}\n")
+    result = run_attack(cli, project, script)
+    assert result.exit_code == 1, result.out + result.err
+    module = name.split("/")[0].removesuffix(".py")
+    assert f"{name} would hide the installed module {module} from the checks; it was removed" in violations(project)
+    assert gate_passed(project) is False
+
+
+def test_without_the_guard_a_shadowing_module_passes_pytest(project, tmp_path):
+    """The control: the same pluggy.py makes real pytest exit 0 on the failing tests."""
+    import subprocess
+    import sys
+
+    (project.path / "pluggy.py").write_text("import os\nos._exit(0)\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project.path, check=False
+    )
+    assert done.returncode == 0

@@ -186,3 +186,33 @@ def files_and_shadows(command: str | None, root: Path, *, follow_imports: bool =
     finder = _Finder(root, follow_imports)
     finder.command(command, finder.root)
     return sorted(p.relative_to(finder.root).as_posix() for p in finder.found), sorted(finder.shadowed)
+
+
+def shadowed_module(rel: str, root: Path) -> str | None:
+    """The installed or standard module a new ``rel`` would hide from a Python started in ``root``.
+
+    Python puts the directory it runs in first on ``sys.path`` (``python -m pytest``, ``python
+    score.py``): a ``pluggy.py`` there that exits 0 is imported by pytest before any test runs.
+    """
+    import importlib.util
+    import sys
+
+    parts = rel.split("/")
+    if len(parts) == 1 and parts[0].endswith(".py"):
+        name = parts[0][:-3]
+    elif len(parts) == 2 and parts[1] == "__init__.py":
+        name = parts[0]
+    else:
+        return None
+    if not name.isidentifier():
+        return None
+    if name in sys.stdlib_module_names:
+        return name
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    origin = Path(spec.origin).resolve()
+    return None if root.resolve() in origin.parents else name

@@ -14,7 +14,7 @@ from pathlib import Path
 from loope.records.atomic import write_bytes
 from loope.records.model import FileChange
 from loope.workspace import runner_config, safefs
-from loope.workspace.commands import files_and_shadows
+from loope.workspace.commands import files_and_shadows, shadowed_module
 from loope.workspace.gitdirs import watched_git_dirs
 from loope.workspace.rundir_guard import RunDirGuard
 from loope.workspace.workspace import LOOPE_DIR, Workspace
@@ -53,6 +53,7 @@ class Guard:
         self._runner_patterns = runner_config.patterns(gate, self.editable_patterns)
         self._runner = _spec(self._runner_patterns)
         self._partial = runner_config.partial_files(gate, self.editable_patterns)
+        self._checked = bool(gate)
         self.protected_patterns = sorted({*protect, *ALWAYS_PROTECTED, *scripts, *self._runner_patterns})
         self._protect = _spec(self.protected_patterns)
         self._editable = _spec(self.editable_patterns) if self.editable_patterns else None
@@ -226,6 +227,11 @@ class Guard:
         found = []
         for change in changes:
             reason = self.why_not(change.path)
+            if reason is None and self._checked and change.status == "added":
+                local = self._local(change.path)
+                module = shadowed_module(local, self.workspace.path) if local is not None else None
+                if module:
+                    reason = f"{change.path} would hide the installed module {module} from the checks; it was removed"
             if reason:
                 found.append((change.path, reason))
         return found
