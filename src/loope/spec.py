@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from loope.enums import Direction, WorkspaceMode
-from loope.errors import LoopeError
+from loope.errors import LoopeError, clip
+
+GOAL_LIMIT = 100_000
 
 PRESETS: dict[str, dict[str, Any]] = {
     "claude-codex": {"implementer": "claude", "reviewers": ["codex"]},
@@ -63,7 +74,7 @@ class LoopSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    goal: str = Field(min_length=1, max_length=100_000)
+    goal: str = Field(min_length=1)
     """What the agents must achieve."""
     workdir: Path
     """The project directory the run starts from."""
@@ -94,7 +105,7 @@ class LoopSpec(BaseModel):
     direction: Direction | None = None
     """Whether a lower or a higher score is better."""
     target: float | None = None
-    """Converge once the best score reaches this value."""
+    """Converge once the best score reaches this value (a finite number)."""
     metric_repeat: int = Field(default=1, ge=1, le=100)
     """Run the metric K times and take the median."""
     patience: int | None = Field(default=None, ge=1)
@@ -104,7 +115,7 @@ class LoopSpec(BaseModel):
 
     max_iters: int = Field(default=3, ge=1)
     """Iterations at most (1 is a single pass)."""
-    max_cost: float | None = Field(default=None, gt=0)
+    max_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """USD the run may spend."""
     max_tokens: int | None = Field(default=None, gt=0)
     """Tokens (input + output) the run may use."""
@@ -150,7 +161,19 @@ class LoopSpec(BaseModel):
     def _goal_not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("the goal is empty; say what the agents should achieve")
+        if len(value) > GOAL_LIMIT:
+            raise ValueError(
+                f"the goal has {len(value)} characters, more than {GOAL_LIMIT}; put the details in a file"
+                " in the project and name it in a shorter goal"
+            )
         return value.strip()
+
+    @field_validator("target")
+    @classmethod
+    def _finite_target(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be a finite number; give --target the score to reach, such as 0.95")
+        return value
 
     @field_validator("min_improvement")
     @classmethod
@@ -159,8 +182,34 @@ class LoopSpec(BaseModel):
             parse_min_improvement(value)
         return value
 
+    @field_validator("verify_cmd", "metric_cmd", "success_cmd")
+    @classmethod
+    def _command_not_blank(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and not value.strip():
+            flag = _flag(info.field_name or "")
+            raise ValueError(f"the command is empty; give {flag} a command, or leave {flag} out")
+        return value
+
+    @field_validator("editable", "protect")
+    @classmethod
+    def _globs(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        import pathspec
+
+        flag = _flag(info.field_name or "")
+        for glob in value:
+            if not glob.strip():
+                raise ValueError(f"an empty glob matches nothing; give {flag} a pattern such as 'src/**'")
+            try:
+                pathspec.GitIgnoreSpec.from_lines([glob])
+            except ValueError:  # pathspec's GitIgnorePatternError
+                raise ValueError(
+                    f"{glob!r} is not a valid glob (a trailing backslash, or a bare '!'?);"
+                    f" fix it, e.g. {flag} 'src/**' or {flag} '*.py'"
+                ) from None
+        return value
+
     @model_validator(mode="after")
-    def _metric_needs_direction(self) -> LoopSpec:
+    def _metric_settings(self) -> LoopSpec:
         if self.metric_cmd and not self.direction:
             raise ValueError("metric mode needs --direction lower or --direction higher")
         if self.metric_cmd and not self.editable:
@@ -169,6 +218,17 @@ class LoopSpec(BaseModel):
             raise ValueError(
                 "metric mode needs --editable GLOB naming the files the agent may change"
                 " (everything else, the metric script included, is protected)"
+            )
+        if not self.metric_cmd:
+            # Values, not model_fields_set: a spec read back from spec.json has every field set.
+            given = [name for name in _METRIC_ONLY if getattr(self, name) != type(self).model_fields[name].default]
+            if given:
+                flags = ", ".join(_flag(name) for name in given)
+                raise ValueError(f"{flags} only applies to a metric search; add --metric-cmd CMD, or drop {flags}")
+        if self.checkpoint_every and not self.critic:
+            raise ValueError(
+                "--checkpoint-every needs a critic to run; add --critic A (e.g. --critic claude),"
+                " or drop --checkpoint-every"
             )
         return self
 
@@ -180,6 +240,13 @@ class LoopSpec(BaseModel):
     @property
     def metric_mode(self) -> bool:
         return bool(self.metric_cmd)
+
+
+_METRIC_ONLY = ("direction", "target", "patience", "metric_repeat", "min_improvement")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def parse_min_improvement(text: str) -> tuple[float, bool]:
@@ -304,15 +371,29 @@ def validate(data: Mapping[str, Any], sources: Mapping[str, str] | None = None) 
     try:
         return LoopSpec.model_validate(dict(data))
     except ValidationError as exc:
-        error = exc.errors()[0]
-        key = str(error["loc"][0]) if error["loc"] else ""
-        where = ".".join(str(p) for p in error["loc"])
-        source = (sources or {}).get(key)
-        prefix = f"{source}: " if source else ""
-        if error["type"] == "extra_forbidden":
-            raise LoopeError(f"{prefix}unknown setting {where!r}; `loope run --help` lists the settings") from None
-        given = error.get("input")
-        shown = f" (got {given!r})" if key and not isinstance(given, dict | list) else ""
-        what = (where if source else f"--{where.replace('_', '-')}") if key else "settings"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        raise LoopeError(f"{prefix}{what}: {message}{shown}") from None
+        raise _user_error(exc.errors()[0], sources or {}) from None
+
+
+def _user_error(error: Any, sources: Mapping[str, str]) -> LoopeError:
+    """The first validation error as one line, in the spelling of wherever the setting came from.
+
+    Messages name settings as flags (``--metric-cmd``); a setting that came from loope.toml is named
+    as its key there (``metric_cmd``), after the file's name.
+    """
+    message = str(error["msg"]).removeprefix("Value error, ")
+    key = str(error["loc"][0]) if error["loc"] else ""
+    where = ".".join(str(p) for p in error["loc"])
+    named = [m.replace("-", "_") for m in _FLAG.findall(message)]
+    source = sources.get(key) or next((sources[n] for n in named if n in sources), None)
+    prefix = f"{source}: " if source else ""
+    if source:
+        message = _FLAG.sub(lambda m: m.group(1).replace("-", "_"), message)
+    if error["type"] == "extra_forbidden":
+        return LoopeError(f"{prefix}unknown setting {where!r}; `loope run --help` lists the settings")
+    given = error.get("input")
+    shown = f" (got {clip(repr(given), 80)})" if key and not isinstance(given, dict | list) else ""
+    what = (where if source else _flag(where)) if key else ""
+    return LoopeError(f"{prefix}{what}: {message}{shown}" if what else f"{prefix}{message}")
+
+
+_FLAG = re.compile(r"--([a-z][a-z-]*[a-z])")

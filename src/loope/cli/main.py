@@ -89,5 +89,7 @@ def run_cli(argv: list[str] | None = None) -> int:
 
 
 def _fail(message: str) -> None:
-    text = " ".join(message.split())
+    from loope.errors import MESSAGE_LIMIT, clip
+
+    text = clip(" ".join(message.split()), MESSAGE_LIMIT)
     click.echo(f"loope: error: {text}", err=True)
