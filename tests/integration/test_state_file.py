@@ -271,3 +271,27 @@ def test_done_from_another_runs_frontmatter_is_a_state_problem_fed_back(project,
     by_iteration = prompts(project)
     assert "status done ignored: loop_id is '0001-some-other-run'" in by_iteration[2]
     assert "status done ignored: iteration should be a number (got 'two')" in by_iteration[3]
+
+
+def test_a_huge_state_file_is_cut_in_the_prompt_and_says_where_the_whole_file_is(project, agent_script, cli):
+    grow = """
+    state = pathlib.Path(os.environ['LOOPE_STATE_FILE'])
+    text = state.read_text()
+    if 'cut: only the first' not in prompt:
+        state.write_text(text + '\\n' + ('a long note that never ends ' * 40 + '\\n') * 2700)
+    """
+    result = cli(
+        "run", "keep notes", "--implementer", agent_script(grow), "--no-review", "--max-iters", "2",
+        "--critic", agent_script("print('go on')"), "--checkpoint-every", "1", cwd=project.path,
+    )  # fmt: skip
+    assert result.exit_code == 1, result.out + result.err
+    workspace = Path(project.run_json()["workspace"]["path"])
+    state = workspace / ".loope" / "state.md"
+    size = state.stat().st_size
+    assert size > 3_000_000
+    second = prompts(project)[2]
+    assert len(second.encode()) < 100_000
+    assert f"cut: only the first 32000 of its {size} bytes are shown here; the whole file is {state}" in second
+    assert "loop_id:" in second  # the head of the file, frontmatter first, is what is shown
+    critic = next(p for p in project.runs()[-1].glob("agents/*-critic-*/prompt.md"))
+    assert len(critic.read_bytes()) < 100_000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
@@ -9,6 +10,8 @@ from pathlib import Path
 from string import Template
 
 MAX_DIFF_CHARS = 60_000
+MAX_FILE_BYTES = 32_000
+"""Bytes of an agent-written file (the state file, program.md) inlined into a prompt at most."""
 STATE_RULES = """\
 Your memory between sessions is the state file `{path}` (its path is also in $LOOPE_STATE_FILE).
 Read it first and update it before you finish:
@@ -139,9 +142,22 @@ def changes_block(files: list[tuple[str, str]], diff: str) -> str:
     return f"{listing}\n\n{fenced(shown, 'diff')}"
 
 
-def read_optional(path: Path) -> str | None:
-    """A text file the agent may have broken (deleted, replaced by a directory): None when unreadable."""
+def read_optional(path: Path, limit: int = MAX_FILE_BYTES) -> str | None:
+    """A text file the agent may have broken (deleted, replaced by a directory): None when unreadable.
+
+    Only its first ``limit`` bytes are read and inlined: the agent writes these files, and a prompt
+    (each iteration's) must not grow with them. A line after the cut says where the whole file is.
+    """
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        with path.open("rb") as handle:
+            head = handle.read(limit + 1)
+            size = os.fstat(handle.fileno()).st_size
     except OSError:
         return None
+    text = head[:limit].decode("utf-8", errors="replace")
+    if len(head) <= limit:
+        return text
+    return (
+        f"{text.rstrip()}\n\n… (cut: only the first {limit} of its {size} bytes are shown here;"
+        f" the whole file is {path})"
+    )
