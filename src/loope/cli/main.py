@@ -85,6 +85,13 @@ def run_cli(argv: list[str] | None = None) -> int:
             raise
         _fail(exc.message)
         return exc.exit_code
+    except Exception as exc:
+        from loope.records.space import disk_full, full_disk_detail
+
+        if os.environ.get("LOOPE_DEBUG") or not disk_full(exc):
+            raise
+        _fail(full_disk_detail(exc))  # wherever it struck (a command's own writes, the database)
+        return EXIT_USAGE
     return int(result or 0)
 
 

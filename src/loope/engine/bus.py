@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from loope.events import Event, Observer
-from loope.records.atomic import append_line
 from loope.records.model import now_iso
+from loope.records.space import append_quietly, disk_full
 
 STRICT_ENV = "LOOPE_STRICT_OBSERVERS"
 """Set to 1 (the test suite does) and an observer that raises stops the process instead of being logged."""
@@ -52,13 +52,14 @@ class EventBus:
                     observer.on_event(event)
                 except Exception as exc:
                     self._record_failure(observer, event)
-                    if self.strict:
+                    # A full disk is not an observer's bug: the run records it as its own failure.
+                    if self.strict and not disk_full(exc):
                         raise ObserverFailed(f"{type(observer).__name__} failed on {event.type}: {exc!r}") from exc
         return event
 
     def _record_failure(self, observer: Observer, event: Event) -> None:
         if self.error_log is not None:
-            append_line(
+            append_quietly(
                 self.error_log,
                 f"{now_iso()} {type(observer).__name__} failed on {event.type}:\n{traceback.format_exc()}",
             )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import traceback
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -15,7 +14,7 @@ from loope.engine.feedback import Findings, GateReport, compose, failure_signatu
 from loope.engine.metric import MetricSearch
 from loope.engine.prompts import PromptContext, changes_block, fenced, read_optional
 from loope.engine.recorders import EventsFile, ReportWriter
-from loope.engine.resume import discard, rewind
+from loope.engine.resume import abandon, rewind
 from loope.engine.retry import limit_detail
 from loope.engine.roster import NO_SERVICES, Agents, Services
 from loope.engine.segments import MoreBudget, extend, reopen_state
@@ -48,6 +47,7 @@ from loope.records.model import (
     now_iso,
 )
 from loope.records.rundir import RunDir
+from loope.records.space import Reserve, append_quietly, disk_full, failure_detail, full_disk_detail
 from loope.spec import LoopSpec
 from loope.workspace import safefs
 from loope.workspace.git import toplevel
@@ -87,14 +87,21 @@ class Engine:
     def prepare(self) -> RunState:
         spec = self.spec
         rundir = RunDir.allocate(spec.workdir, spec.goal)
-        self._lock(rundir)
         try:
-            write_text(rundir / "spec.json", spec.model_dump_json(indent=2) + "\n")
-            workspace = Workspace.create(spec.workdir, rundir.root, rundir.run_id, spec.workspace, spec.branch)
-        except BaseException:
-            self.lock.release()
-            discard(rundir)
+            return self._prepare(rundir)
+        except BaseException as exc:
+            abandon(rundir, self._run.workspace if self._run else None, getattr(self, "lock", None))
+            self._run = None
+            if disk_full(exc):
+                raise LoopeError(full_disk_detail(exc)) from None
             raise
+
+    def _prepare(self, rundir: RunDir) -> RunState:
+        spec = self.spec
+        self._lock(rundir)
+        self.reserve.hold()
+        write_text(rundir / "spec.json", spec.model_dump_json(indent=2) + "\n")
+        workspace = Workspace.create(spec.workdir, rundir.root, rundir.run_id, spec.workspace, spec.branch)
         record = RunRecord(
             run_id=rundir.run_id,
             goal=spec.goal,
@@ -147,6 +154,7 @@ class Engine:
                 f" {record.run_id}{more_flag}`, or start a new one with `loope run`"
             )
         engine._lock(rundir)
+        engine.reserve.hold()
         if more is not None:
             try:
                 engine.spec = extend(rundir, record, spec, more)
@@ -167,6 +175,7 @@ class Engine:
 
     def _lock(self, rundir: RunDir) -> None:
         self.lock = RunnerLock(rundir / "runner.lock")
+        self.reserve = Reserve(rundir.root)
         if not self.lock.acquire():
             raise LoopeError(
                 f"run {rundir.run_id} is being run by another process (pid {self.lock.holder()});"
@@ -272,8 +281,7 @@ class Engine:
         except LoopeError as exc:
             reason, detail = StopReason.FAILED, str(exc)
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure; the traceback is kept in error.log
-            write_text(run.rundir / "error.log", traceback.format_exc())
-            reason, detail = StopReason.FAILED, f"loope failed: {type(exc).__name__}: {exc} (see error.log)"
+            reason, detail = StopReason.FAILED, failure_detail(exc, run.rundir / "error.log")
         try:
             self._finalize(reason, detail)
         finally:
@@ -560,6 +568,7 @@ class Engine:
 
     def _finalize(self, reason: str, detail: str) -> None:
         run = self.run_state
+        self.reserve.release()  # the space the last records are written in, should the disk be full
         record = run.record
         record.stop_reason = reason
         record.stop_detail = detail
@@ -572,18 +581,21 @@ class Engine:
             record.changes = Changes(list(changes))
             write_text(run.rundir / "changes.diff", run.workspace.diff())
             write_text(run.rundir / "changed-files.txt", "".join(f"{c.path}\n" for c in changes))
-        except LoopeError as exc:
+        except (LoopeError, OSError) as exc:
             record.stop_detail = f"{detail}; the final diff could not be computed: {exc}"
-        run.save()
+            if disk_full(exc) and reason != StopReason.FAILED:
+                record.status = record.stop_reason = StopReason.FAILED
+                record.stop_detail = f"{full_disk_detail(exc)} while finalizing; before that: {reason}: {detail}"
+        run.save_if_possible()
         if self.memory is not None and not self.spec.dry_run:  # a dry run teaches nothing
             try:
                 self.memory.remember(record, run.rundir)
             except Exception as exc:  # noqa: BLE001 - a lesson that cannot be stored never changes the run
-                append_line(run.rundir / "observer-errors.log", f"{now_iso()} remember failed: {exc!r}")
+                append_quietly(run.rundir / "observer-errors.log", f"{now_iso()} remember failed: {exc!r}")
         self.bus.emit(
             RunFinished(
                 status=record.status,
-                stop_reason=reason,
+                stop_reason=record.stop_reason,
                 stop_detail=record.stop_detail,
                 converged=record.converged,
                 iterations=record.iterations,

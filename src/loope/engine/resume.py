@@ -5,13 +5,17 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loope.enums import WorkspaceMode
 from loope.records import ledger
 from loope.records.atomic import write_text
 from loope.records.model import RunRecord, Totals, WorkspaceInfo
 from loope.records.rundir import RunDir
-from loope.workspace.workspace import Workspace
+from loope.workspace.workspace import Workspace, drop_branch
+
+if TYPE_CHECKING:
+    from loope.engine.state import RunnerLock
 
 
 def rewind(rundir: RunDir, record: RunRecord) -> Workspace:
@@ -36,6 +40,17 @@ def rewind(rundir: RunDir, record: RunRecord) -> Workspace:
     record.converged = False
     record.elapsed_before_s = record.duration_s
     return workspace
+
+
+def abandon(rundir: RunDir, workspace: Workspace | None, lock: RunnerLock | None) -> None:
+    """Undo a run that could not start: its lock, its watcher, its branch and its directory."""
+    if lock is not None:
+        lock.release()
+    if workspace is not None:
+        workspace.stop_watching()
+    discard(rundir)
+    if workspace is not None and workspace.mode == "worktree" and workspace.branch:
+        drop_branch(rundir.workdir, workspace.branch)
 
 
 def discard(rundir: RunDir) -> None:

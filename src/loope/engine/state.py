@@ -54,6 +54,16 @@ class RunState:
         with self._lock:
             self._save()
 
+    def save_if_possible(self) -> None:
+        """Save, unless the disk is too full for it: the run's last record, written where a byte still can be."""
+        from loope.records.space import disk_full
+
+        try:
+            self.save()
+        except OSError as exc:
+            if not disk_full(exc):
+                raise
+
     def _save(self) -> None:
         self.sync_workspace()
         self.record.duration_s = round(self.elapsed(), 3)
@@ -106,9 +116,9 @@ class RunnerLock:
         except OSError:
             os.close(fd)
             return False
+        self._fd = fd
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
         return True
 
     def release(self) -> None:

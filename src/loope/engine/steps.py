@@ -13,6 +13,7 @@ from typing import TypedDict, TypeVar
 
 from loope.agents.base import Agent, AgentEvent, AgentRequest, AgentResult, mode_for
 from loope.agents.verdict import Verdict, parse_verdict
+from loope.engine.cutshort import Tally, why_cut
 from loope.engine.retry import Attempts
 from loope.engine.state import RunState
 from loope.enums import Role, StepKind
@@ -87,6 +88,9 @@ class StepRunner:
                 steps = [f.result() for f in futures]
             except BaseException:
                 self.run.cancel.set()  # Ctrl-C or a crash: stop the other reviewers' processes too
+                for future in futures:  # the stopped reviewers' steps, with what they spent
+                    if not future.cancelled() and future.exception() is None:
+                        self._record_quietly(future.result().record)
                 raise
         violations, _ = self.guard.enforce()
         violations += self.guard.undo_read_only_changes("a reviewer")
@@ -109,7 +113,10 @@ class StepRunner:
         rel = str(step_dir.relative_to(run.rundir.root))
         run.bus.emit(StepStarted(step=number, iteration=iteration, role=role, adapter=agent.label, dir=rel))
 
+        tally = Tally()
+
         def on_event(event: AgentEvent) -> None:
+            tally.add(event)
             append_line(events, json.dumps(event.to_dict(), ensure_ascii=False))
             run.bus.emit(AgentActivity(step=number, role=role, event=event))
 
@@ -131,26 +138,39 @@ class StepRunner:
             may_write=self.guard.refusal,
         )
         started = time.monotonic()
-        result = self.attempts.run_agent(agent, request, step=number, adapter=agent.label)
-        write_text(step_dir / "result.md", result.message if result.ok else f"{result.error}\n\n{result.message}")
-        record = StepRecord(
-            id=number,
-            iteration=iteration,
-            role=role,
-            adapter=_adapter_name(agent),
-            dir=rel,
-            ok=result.ok,
-            error=result.error,
-            duration_s=round(time.monotonic() - started, 3),
-            cost_usd=result.cost_usd,
-            cost_estimated=result.cost_estimated,
-            cost_known=result.cost_known,
-            input_tokens=result.input_tokens,
-            output_tokens=result.output_tokens,
-            model=result.model or agent.model,
-            attempts=result.attempts,
+        record = StepRecord(id=number, iteration=iteration, role=role, adapter=_adapter_name(agent), dir=rel)
+        result: AgentResult | None = None
+        try:
+            result = self.attempts.run_agent(agent, request, step=number, adapter=agent.label)
+            write_text(step_dir / "result.md", result.message if result.ok else f"{result.error}\n\n{result.message}")
+        except BaseException as exc:
+            # Ctrl-C, a full disk, a crash: what the agent reported spending still counts.
+            spent = tally if result is None else Tally.of(result)
+            record.duration_s = round(time.monotonic() - started, 3)
+            self._record_quietly(spent.record(record, why_cut(exc)))
+            raise
+        record.ok, record.error = result.ok, result.error
+        record.duration_s = round(time.monotonic() - started, 3)
+        record.cost_usd, record.cost_estimated, record.cost_known = (
+            result.cost_usd,
+            result.cost_estimated,
+            result.cost_known,
         )
+        record.input_tokens, record.output_tokens = result.input_tokens, result.output_tokens
+        record.model = result.model or agent.model
+        record.attempts = result.attempts
         return AgentStep(record, result, step_dir)
+
+    def _record_quietly(self, record: StepRecord) -> None:
+        """Record a step cut short; a disk too full to save it now leaves it for the run's last save."""
+        from loope.records.space import disk_full
+
+        try:
+            self.run.add_step(record)
+        except OSError as exc:
+            if not disk_full(exc):
+                raise
+        self.run.bus.emit(AgentStepFinished(**_finished(record), verdict=None, verdict_inferred=False))
 
     def _finish(self, step: AgentStep, violations: list[str]) -> None:
         record = step.record

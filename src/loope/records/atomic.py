@@ -17,6 +17,11 @@ def write_bytes(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:  # a failed write names no file; say which one (a full disk, say)
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -33,5 +38,10 @@ def write_json(path: Path, data: Any) -> None:
 def append_line(path: Path, line: str) -> None:
     """Append one line (a log or JSONL record); a single write, so lines never interleave."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(line.rstrip("\n") + "\n")
+    try:
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(line.rstrip("\n") + "\n")
+    except OSError as exc:
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise

@@ -49,6 +49,10 @@ class Store:
                 raise LoopeError(
                     f"the run database {self.path} is locked by another process; retry in a moment"
                 ) from None
+            if "disk is full" in str(exc):
+                raise LoopeError(
+                    f"the disk is full: the run database {self.path} cannot grow; free some space, then start again"
+                ) from None
             raise LoopeError(f"the run database {self.path} failed: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise LoopeError(

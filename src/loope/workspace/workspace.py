@@ -77,7 +77,12 @@ class Workspace:
             raise LoopeError(f"branch {branch} already exists; pass another --branch or delete it")
         base = _snapshot(user, run_dir / "snapshot.index")
         tree = run_dir / "workspace"
-        user.run("worktree", "add", "-q", "-b", branch, str(tree), base)
+        try:
+            user.run("worktree", "add", "-q", "-b", branch, str(tree), base)
+        except LoopeError:
+            shutil.rmtree(tree, ignore_errors=True)
+            drop_branch(top, branch)  # it did not exist before: a half-made worktree leaves nothing behind
+            raise
         git_dir = Path(Git(tree).out("rev-parse", "--absolute-git-dir"))
         sub = workdir.resolve().relative_to(top.resolve())
         path = tree / sub
@@ -217,6 +222,14 @@ class Workspace:
 
     def diff(self, old: str | None = None, new: str | None = None) -> str:
         return self.git.diff(old or self.base, new or self.head)
+
+
+def drop_branch(repo: Path, branch: str) -> None:
+    """Delete a run's branch that loope itself created, if it exists."""
+    git = Git(repo)
+    if git.rev(f"refs/heads/{branch}"):
+        git.run("worktree", "prune", check=False)
+        git.run("branch", "-D", branch, check=False)
 
 
 def _parents(dirs: set[str]) -> set[str]:
