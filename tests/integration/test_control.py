@@ -369,15 +369,22 @@ def test_resume_after_a_killed_runner_continues_from_the_last_completed_iteratio
     iterations = [s["iteration"] for s in run["steps"]]
     assert iterations == [1, 2, 3, 4]
     assert [s["id"] for s in run["steps"]] == [1, 2, 3, 4]
-    assert run["totals"]["cost_usd"] == pytest.approx(sum(s["cost_usd"] for s in run["steps"])) == pytest.approx(0.4)
-    assert run["totals"]["input_tokens"] == sum(s["input_tokens"] for s in run["steps"]) == 400
+    # The killed step's changes are gone, but not what it reported spending before it died.
+    (cut,) = run["discarded_steps"]
+    assert (cut["id"], cut["iteration"], cut["role"], cut["ok"]) == (3, 3, "implementer", False)
+    assert cut["error"] == "cut short: the runner died during the step"
+    assert (cut["cost_usd"], cut["input_tokens"], cut["output_tokens"]) == (0.1, 100, 10)
+    assert cut["dir"].startswith("agents/discarded/")
+    assert cut["dir"].endswith("/03-implementer-exec")
+    assert run["totals"]["cost_usd"] == pytest.approx(0.5)  # four kept steps and the cut one
+    assert run["totals"]["input_tokens"] == 500
     ledger = [json.loads(line) for line in (rundir / "ledger.jsonl").read_text().splitlines()]
     assert [a["iteration"] for a in ledger] == [1, 2, 3, 4]
     discarded = list((rundir / "agents" / "discarded").glob("*/03-implementer-exec"))
     assert len(discarded) == 1  # the cut-short step, set aside
     assert "iteration 3 partial" not in (rundir / "changes.diff").read_text()
     info = json.loads(loope(project.path, "status", run_id, "--json").stdout)["loop"]
-    assert (info["status"], info["iteration"], info["cost_usd"]) == ("max_iters", 4, pytest.approx(0.4))
+    assert (info["status"], info["iteration"], info["cost_usd"]) == ("max_iters", 4, pytest.approx(0.5))
 
 
 def test_a_stop_recorded_for_a_dead_runner_is_honoured_by_resume(project, agent_script, marks, runners):
@@ -463,7 +470,7 @@ def test_status_and_stop_of_a_run_with_a_damaged_run_json_are_one_clear_line(pro
     for args in (("status", run_id), ("status", run_id, "--json"), ("stop", run_id), ("stop", run_id, "--now")):
         result = cli(*args, cwd=project.path)
         assert result.exit_code == 2, args
-        assert f"loope: error: run {run_id}: run.json is unreadable (" in one_error_line(result.err)
+        assert f"loope: error: run {run_id}: run.json is damaged (" in one_error_line(result.err)
     listing = cli("status", cwd=project.path)  # every running run: the damaged one is not among them
     assert (listing.exit_code, listing.out) == (0, "no run is running; `loope runs` lists them all\n")
 

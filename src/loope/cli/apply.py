@@ -23,7 +23,6 @@ from loope.cli.options import project_dir
 def apply(run_ref: str, workdir: Path | None, *, delete: bool, force: bool, dry_run: bool, commit: bool) -> int:
     """Land RUN's changes: added and changed files, deletions only with --delete."""
     from loope.errors import EXIT_FAILED, LoopeError
-    from loope.records.model import RunRecord
     from loope.records.rundir import find_run
     from loope.workspace import apply as landing
 
@@ -35,7 +34,7 @@ def apply(run_ref: str, workdir: Path | None, *, delete: bool, force: bool, dry_
             rundir = find_run(here, run_ref)
         except LoopeError:
             rundir = find_run(project_dir(workdir), run_ref)
-    record = RunRecord.from_dict(rundir.read_json("run.json"))
+    record = rundir.record()
     landing.check_record(record, rundir.root)
     target = project_dir(workdir or record.workdir)
     if record.status == "running":

@@ -39,22 +39,52 @@ def shown_status(data: dict[str, Any]) -> str:
 
 
 def load_runs(workdir: str) -> list[dict[str, Any]]:
-    """The run.json of every run of the project, oldest first (unreadable ones skipped)."""
+    """The run.json of every run of the project, oldest first.
+
+    A run whose run.json is missing or damaged is ``{"run_id", "damaged": why}``: it is listed, and
+    the others still are.
+    """
+    from loope.records.runfile import DamagedRecord, load_dir
+
     root = os.path.join(workdir, ".loope", "runs")
     try:
-        names = [n for n in os.listdir(root) if _RUN_ID.match(n)]
+        names = [n for n in os.listdir(root) if _RUN_ID.match(n) and os.path.isdir(os.path.join(root, n))]
     except (FileNotFoundError, NotADirectoryError):
         return []
     found = []
     for name in sorted(names, key=lambda n: (int(n.split("-", 1)[0]), n)):
         try:
-            with open(os.path.join(root, name, "run.json"), encoding="utf-8") as handle:
-                data = json.load(handle)
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and "run_id" in data:
-            found.append(data)
+            found.append(load_dir(os.path.join(root, name)))
+        except DamagedRecord as exc:
+            found.append({"run_id": name, "damaged": str(exc)[:300]})
+        except OSError as exc:
+            found.append({"run_id": name, "damaged": f"run.json: {exc.strerror or exc}"})
     return found
+
+
+def _row(r: dict[str, Any]) -> dict[str, Any]:
+    if "damaged" in r:
+        return {
+            "run_id": r["run_id"],
+            "status": "damaged",
+            "damaged": r["damaged"],
+            "iterations": None,
+            "max_iters": None,
+            "cost_usd": None,
+            "started_at": None,
+            "age": "?",
+            "goal": None,
+        }
+    return {
+        "run_id": r["run_id"],
+        "status": shown_status(r),
+        "iterations": r.get("iterations", 0),
+        "max_iters": r.get("max_iters"),
+        "cost_usd": r.get("totals", {}).get("cost_usd", 0.0),
+        "started_at": r.get("started_at"),
+        "age": age(r.get("started_at")),
+        "goal": r.get("goal", ""),
+    }
 
 
 @click.command()
@@ -68,20 +98,7 @@ def runs(workdir: str | None, json_: bool) -> int:
     root = os.path.abspath(os.path.expanduser(workdir)) if workdir else project_root()
     if not os.path.isdir(root):
         raise LoopeError(f"workdir {root} does not exist or is not a directory; pass an existing --workdir")
-    found = load_runs(root)
-    rows = [
-        {
-            "run_id": r["run_id"],
-            "status": shown_status(r),
-            "iterations": r.get("iterations", 0),
-            "max_iters": r.get("max_iters"),
-            "cost_usd": r.get("totals", {}).get("cost_usd", 0.0),
-            "started_at": r.get("started_at"),
-            "age": age(r.get("started_at")),
-            "goal": r.get("goal", ""),
-        }
-        for r in found
-    ]
+    rows = [_row(r) for r in load_runs(root)]
     if json_:
         click.echo(json.dumps(rows, indent=2))
         return 0
@@ -91,6 +108,9 @@ def runs(workdir: str | None, json_: bool) -> int:
     width = max(len(r["run_id"]) for r in rows)
     click.echo(f"{'RUN':<{width}}  {'STATUS':<16}  {'ITER':>5}  {'COST':>9}  {'AGE':>4}")
     for r in rows:
+        if r["status"] == "damaged":
+            click.echo(f"{r['run_id']:<{width}}  {'damaged':<16}  run.json: {r['damaged']}")
+            continue
         iters = f"{r['iterations']}/{r['max_iters']}" if r["max_iters"] else str(r["iterations"])
         click.echo(f"{r['run_id']:<{width}}  {r['status']:<16}  {iters:>5}  ${r['cost_usd']:>8.4f}  {r['age']:>4}")
     return 0

@@ -28,9 +28,8 @@ def show(run_ref: str, diff: bool, json_: bool, workdir: Path | None) -> int:
         path = rundir / "changes.diff"
         if data.get("status") == "running" or not path.exists():
             from loope.engine.resume import reopen_workspace
-            from loope.records.model import RunRecord
 
-            text = reopen_workspace(RunRecord.from_dict(data).workspace).diff()
+            text = reopen_workspace(rundir.record().workspace).diff()
         else:
             text = path.read_text(encoding="utf-8")
         click.echo(text.rstrip("\n") if text.strip() else "(no changes)")

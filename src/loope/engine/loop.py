@@ -145,7 +145,7 @@ class Engine:
         once the run's lock is held, before anything watches it.
         """
         spec = LoopSpec.model_validate_json((rundir / "spec.json").read_text(encoding="utf-8"))
-        record = RunRecord.from_dict(rundir.read_json("run.json"))
+        record = rundir.record()
         engine = cls(spec, services(spec))
         if more is None and record.status != "running":
             more_flag = " --goal TEXT" if record.status == "converged" else ""

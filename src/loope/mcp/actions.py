@@ -193,8 +193,10 @@ def list_loops(workdir: Path, *, every: bool) -> dict[str, Any]:
     for rundir in reversed(list_runs(workdir)):
         try:
             record = rundir.read_json("run.json")
-        except (OSError, ValueError):
-            continue  # a run directory still being created, or left half-written by a crash
+        except (OSError, ValueError) as exc:  # damaged, or a run directory still being created
+            if every:
+                loops.append({"id": rundir.run_id, "status": "damaged", "damaged": str(exc)})
+            continue
         if not every and record.get("status") != "running":
             if finished == RECENT_LIMIT or not _recent(record.get("finished_at")):
                 continue
@@ -273,18 +275,17 @@ def _diff(root: Path, record: dict[str, Any]) -> str:
     if record.get("status") != "running" and path.exists():
         return path.read_text(encoding="utf-8", errors="replace")
     from loope.engine.resume import reopen_workspace
-    from loope.records.model import RunRecord
+    from loope.records.rundir import RunDir
 
-    return reopen_workspace(RunRecord.from_dict(record).workspace).diff()
+    return reopen_workspace(RunDir(root).record().workspace).diff()
 
 
 def apply(workdir: Path, ref: str, *, delete: bool, force: bool, dry_run: bool) -> dict[str, Any]:
     """Land a finished loop's changes in its workdir, with the safety of ``loope apply``."""
-    from loope.records.model import RunRecord
     from loope.workspace import apply as landing
 
     rundir = find(workdir, ref)
-    record = RunRecord.from_dict(rundir.read_json("run.json"))
+    record = rundir.record()
     if record.status == "running":
         raise LoopeError(
             f"loop {record.run_id} is still running; wait for it with loope_status wait_s, or end it with loope_stop"

@@ -212,6 +212,9 @@ class RunRecord:
     gate_baseline: GateBaseline | None = None
     """The gate on the starting tree, before iteration 1."""
     steps: list[StepRecord] = field(default_factory=list)
+    discarded_steps: list[StepRecord] = field(default_factory=list)
+    """Steps of an iteration cut short and run again after a resume (in ``agents/discarded/``);
+    what they spent stays in ``totals``."""
     changes: Changes = field(default_factory=Changes)
     state: dict[str, Any] | None = None
     """The state file's frontmatter as last read."""

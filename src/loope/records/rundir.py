@@ -6,9 +6,13 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loope.errors import LoopeError
+from loope.errors import LoopeError, clip
+from loope.records import runfile
+
+if TYPE_CHECKING:
+    from loope.records.model import RunRecord
 
 RUNS = Path(".loope") / "runs"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -24,7 +28,7 @@ class RunFileError(LoopeError, ValueError):
 
     def __init__(self, rundir: RunDir, name: str, reason: str) -> None:
         super().__init__(
-            f"run {rundir.run_id}: {name} is unreadable ({reason}); restore it, or move {rundir.root} aside"
+            f"run {rundir.run_id}: {name} is damaged ({clip(reason, 300)}); restore it, or move {rundir.root} aside"
         )
 
 
@@ -65,8 +69,19 @@ class RunDir:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def read_json(self, name: str) -> dict[str, Any]:
-        """One of the run's JSON files, as an object; a RunFileError saying which when it cannot be read."""
+    def read_json(self, name: str, *, whole: bool = False) -> dict[str, Any]:
+        """One of the run's JSON files, as an object; a RunFileError saying which when it cannot be read.
+
+        run.json is checked to have the shape of a run's record (:mod:`loope.records.runfile`);
+        ``whole``: with everything a record needs to be acted on.
+        """
+        if name == "run.json":
+            try:
+                return runfile.load_dir(str(self.root), whole=whole)
+            except OSError as exc:
+                raise RunFileError(self, name, exc.strerror or str(exc)) from None
+            except runfile.DamagedRecord as exc:
+                raise RunFileError(self, name, str(exc)) from None
         try:
             data = json.loads((self.root / name).read_text(encoding="utf-8"))
         except OSError as exc:
@@ -76,6 +91,12 @@ class RunDir:
         if not isinstance(data, dict):
             raise RunFileError(self, name, f"a JSON {type(data).__name__}, not an object")
         return data
+
+    def record(self) -> RunRecord:
+        """The run's record, from its checked run.json."""
+        from loope.records.model import RunRecord
+
+        return RunRecord.from_dict(self.read_json("run.json", whole=True))
 
     @classmethod
     def allocate(cls, workdir: Path, goal: str) -> RunDir:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from loope.enums import StopReason
-from loope.events import Event, IterationFinished, RunFinished, RunStarted, StepFinished
+from loope.enums import Role, StepKind, StopReason
+from loope.events import Event, IterationFinished, RunFinished, RunStarted, StepFinished, VerifyFinished
 from loope.store.db import Store
 
 FAILED = (StopReason.FAILED, StopReason.STEP_FAILED, StopReason.TIMED_OUT)
@@ -26,6 +26,9 @@ class StoreObserver:
                 self.store.add_step(event.run_id, event.to_dict())
                 if not event.ok:
                     self.store.update_run(event.run_id, last_error=event.error)
+            case VerifyFinished():  # the gate's step, indexed like every other step
+                gate = {"role": Role.VERIFIER, "adapter": StepKind.GATE, "verdict": "pass" if event.passed else "fail"}
+                self.store.add_step(event.run_id, {**event.to_dict(), **gate})
             case IterationFinished(totals=totals):
                 self.store.update_run(
                     event.run_id,
