@@ -82,7 +82,12 @@ def test_add_negative():
 @pytest.fixture
 def project(tmp_path: Path) -> Project:
     """A git repository holding a buggy calc.py and its pytest tests, committed."""
-    proj = Project(tmp_path / "proj")
+    return make_project(tmp_path / "proj")
+
+
+def make_project(path: Path) -> Project:
+    """The ``project`` fixture's repository, at ``path``."""
+    proj = Project(path)
     proj.path.mkdir()
     proj.git("init", "-q", "-b", "main")
     proj.write("calc.py", CALC)

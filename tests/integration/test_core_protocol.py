@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.conftest import APPROVE, EVENT_TYPES, FIX, GATE, gone
+from tests.helpers import interrupt_when
 
 
 def recorder(out_dir: Path, then: str) -> str:
@@ -128,25 +126,9 @@ def test_ctrl_c_records_the_run_as_stopped_and_exits_130(project, agent_script, 
         """
     )
     loope = Path(sys.executable).parent / "loope"
-    proc = subprocess.Popen(
-        [str(loope), "run", "fix add", "--implementer", implementer, "--no-review", "--verify-cmd", GATE, "--plain"],
-        cwd=project.path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not started.exists() or not started.read_text():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the agent never started"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, out + err
+    argv = [str(loope), "run", "fix add", "--implementer", implementer, "--no-review", "--verify-cmd", GATE, "--plain"]
+    code, out, err = interrupt_when([started], argv, project.path)
+    assert code == 130, out + err
     assert "Traceback" not in err
     run = project.run_json()
     assert (run["status"], run["stop_reason"], run["converged"]) == ("stopped", "stopped", False)

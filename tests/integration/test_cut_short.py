@@ -6,15 +6,15 @@ disk: test_full_disk.)
 
 from __future__ import annotations
 
-import signal
 import sqlite3
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import FIX, GATE, PYTHON, Project, gone
+from tests.helpers import interrupt_when
+
+LOOPE = [sys.executable, "-m", "loope"]
 
 USAGE = (
     'print(json.dumps({"type": "usage", "input_tokens": 1500, "output_tokens": 500, "cost_usd": 0.3}), flush=True)\n'
@@ -25,25 +25,6 @@ def store_steps(project: Project) -> list[dict[str, Any]]:
     with sqlite3.connect(project.path / ".loope" / "loope.db") as conn:
         conn.row_factory = sqlite3.Row
         return [dict(r) for r in conn.execute("SELECT * FROM steps ORDER BY step")]
-
-
-def interrupt_when(started: list[Path], args: list[str], cwd: Path) -> tuple[int, str, str]:
-    """Run ``loope ARGS``, press Ctrl-C (SIGINT) once every file in ``started`` holds a pid."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loope", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not all(p.exists() and p.read_text() for p in started):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the agents never started"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return proc.returncode, out, err
 
 
 def sleeper(agent_script, started: Path, *, verdict: bool = False) -> str:  # type: ignore[no-untyped-def]
@@ -58,7 +39,7 @@ def test_ctrl_c_during_a_step_keeps_the_cost_it_reported(project, agent_script, 
     started = tmp_path / "agent.pid"
     code, out, err = interrupt_when(
         [started],
-        ["run", "fix add", "--implementer", sleeper(agent_script, started), "--no-review", "--plain"],
+        [*LOOPE, "run", "fix add", "--implementer", sleeper(agent_script, started), "--no-review", "--plain"],
         project.path,
     )
     assert code == 130, out + err
@@ -77,7 +58,7 @@ def test_ctrl_c_during_a_step_keeps_the_cost_it_reported(project, agent_script, 
 
 def test_ctrl_c_during_parallel_reviews_keeps_every_reviewers_cost(project, agent_script, tmp_path):
     marks = [tmp_path / "reviewer-1.pid", tmp_path / "reviewer-2.pid"]
-    args = ["run", "fix add", "--implementer", agent_script(FIX), "--verify-cmd", GATE, "--plain"]
+    args = [*LOOPE, "run", "fix add", "--implementer", agent_script(FIX), "--verify-cmd", GATE, "--plain"]
     for mark in marks:
         args += ["--reviewer", sleeper(agent_script, mark, verdict=True)]
     code, out, err = interrupt_when(marks, args, project.path)

@@ -123,3 +123,14 @@ def test_a_record_with_extra_keys_and_nulls_where_allowed_still_reads(two_runs, 
     (run / "run.json").write_text(json.dumps(record))
     assert cli("show", "2", cwd=two_runs.path).exit_code == 0
     assert json.loads(cli("runs", "--json", cwd=two_runs.path).out)[1]["status"] == "converged"
+
+
+@pytest.mark.parametrize(("damage", "reason"), [("{cut", "not valid JSON"), ('{"goal": 3}', "goal: Input should be")])
+def test_resume_with_a_damaged_spec_json_names_the_run(two_runs, cli, damage, reason):
+    _, bad = two_runs.runs()
+    (bad / "spec.json").write_text(damage)
+    result = cli("resume", "2", cwd=two_runs.path)
+    assert result.exit_code == 2
+    line = one_error_line(result.err)
+    assert f"run {bad.name}: spec.json is damaged (" in line
+    assert reason in line

@@ -6,6 +6,7 @@ byte can still be written, and nothing half-made left behind (no empty run dir, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CALC, CALC_TESTS, PYTHON, Project
+from tests.conftest import PYTHON, Project, make_project
 
 LOOPE = [sys.executable, "-m", "loope"]
 
@@ -41,25 +42,16 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.fixture
 def project_on(small_disk: Path) -> Project:
-    proj = Project(small_disk / "proj")
-    proj.path.mkdir()
-    proj.git("init", "-q", "-b", "main")
-    proj.write("calc.py", CALC)
-    proj.write("tests/test_calc.py", CALC_TESTS)
-    proj.commit("initial")
-    return proj
+    return make_project(small_disk / "proj")
 
 
 def fill(path: Path, leave: int = 0) -> None:
     """Fill the disk ``path`` is on with a file at ``path``, then free ``leave`` bytes of it."""
-    with path.open("wb") as handle:
+    with path.open("wb", buffering=0) as handle:  # unbuffered: nothing left to flush on close
         block = b"\0" * 65536
-        try:
+        with contextlib.suppress(OSError):
             while True:
                 handle.write(block)
-                handle.flush()
-        except OSError:
-            pass
     if leave:
         os.truncate(path, max(0, path.stat().st_size - leave))
 
@@ -109,10 +101,10 @@ def test_a_step_that_fills_the_disk_fails_the_run_with_the_reason_and_keeps_its_
     fills = agent(
         tmp_path,
         'print(\'{"type": "usage", "input_tokens": 1200, "output_tokens": 300, "cost_usd": 0.25}\', flush=True)\n'
-        "with open('big.bin', 'wb') as out:\n"
+        "with open('big.bin', 'wb', buffering=0) as out:\n"
         "    try:\n"
         "        while True:\n"
-        "            out.write(bytes(65536)); out.flush()\n"
+        "            out.write(bytes(65536))\n"
         "    except OSError:\n"
         "        pass\n"
         "print('filled the disk')\n",
@@ -155,10 +147,10 @@ def test_a_disk_that_fills_while_finalizing_still_records_the_run_as_failed(proj
         "    lines = (base64.b64encode(os.urandom(57)).decode() for _ in range(27_000))\n"
         "    pathlib.Path('data.txt').write_text('\\n'.join(lines) + '\\n')\n"
         "else:\n"
-        "    with state.open('ab') as out:\n"
+        "    with state.open('ab', buffering=0) as out:\n"
         "        try:\n"
         "            while True:\n"
-        "                out.write(b'#' * 65536); out.flush()\n"
+        "                out.write(b'#' * 65536)\n"
         "        except OSError:\n"
         "            pass\n"
         "    os.truncate(state, state.stat().st_size - 300_000)\n"

@@ -144,8 +144,7 @@ class Engine:
         (``loope continue``), a finished run goes on with those budgets added; ``on_locked`` runs
         once the run's lock is held, before anything watches it.
         """
-        spec = LoopSpec.model_validate_json((rundir / "spec.json").read_text(encoding="utf-8"))
-        record = rundir.record()
+        spec, record = rundir.saved_spec(), rundir.record()
         engine = cls(spec, services(spec))
         if more is None and record.status != "running":
             more_flag = " --goal TEXT" if record.status == "converged" else ""

@@ -13,6 +13,7 @@ from loope.records import runfile
 
 if TYPE_CHECKING:
     from loope.records.model import RunRecord
+    from loope.spec import LoopSpec
 
 RUNS = Path(".loope") / "runs"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -91,6 +92,21 @@ class RunDir:
         if not isinstance(data, dict):
             raise RunFileError(self, name, f"a JSON {type(data).__name__}, not an object")
         return data
+
+    def saved_spec(self) -> LoopSpec:
+        """The spec the run started with (spec.json, the single source of its gate), checked."""
+        from pydantic import ValidationError
+
+        from loope.spec import LoopSpec
+
+        data = self.read_json("spec.json")
+        try:
+            return LoopSpec.model_validate(data)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            message = str(error["msg"]).removeprefix("Value error, ")
+            raise RunFileError(self, "spec.json", f"{where}: {message}" if where else message) from None
 
     def record(self) -> RunRecord:
         """The run's record, from its checked run.json."""
