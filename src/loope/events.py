@@ -220,9 +220,6 @@ class VerifyFinished(Event):
     timed_out: bool
     failures: list[Failure]
     duration_s: float
-    ok: bool = True
-    """Whether the command could run at all (``error`` says why not)."""
-    error: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -251,8 +251,6 @@ class StepRunner:
                 timed_out=result.proc.timed_out,
                 failures=[Failure(t, m) for t, m in result.failures],
                 duration_s=record.duration_s,
-                ok=record.ok,
-                error=record.error,
             )
         )
         return record, result

@@ -27,7 +27,12 @@ class StoreObserver:
                 if not event.ok:
                     self.store.update_run(event.run_id, last_error=event.error)
             case VerifyFinished():  # the gate's step, indexed like every other step
-                gate = {"role": Role.VERIFIER, "adapter": StepKind.GATE, "verdict": "pass" if event.passed else "fail"}
+                gate = {
+                    "role": Role.VERIFIER,
+                    "adapter": StepKind.GATE,
+                    "ok": event.exit_code is not None,  # None: the command could not start
+                    "verdict": "pass" if event.passed else "fail",
+                }
                 self.store.add_step(event.run_id, {**event.to_dict(), **gate})
             case IterationFinished(totals=totals):
                 self.store.update_run(
