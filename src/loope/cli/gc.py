@@ -23,7 +23,7 @@ def _remove(root: Path, run_ids: list[str], *, dry_run: bool) -> int:
     verb = "would remove" if dry_run else "removed"
     for run_id in run_ids:
         rundir = RunDir(root / RUNS / run_id)
-        data = rundir.read_json("run.json")
+        data = rundir.read_json("run.json", whole=True)  # checked: the record is acted on
         if effective_status(data) == "running":
             click.echo(f"{run_id}: kept, it is running (stop it first with `loope stop {run_id}`)")
             continue
