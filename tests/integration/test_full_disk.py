@@ -112,7 +112,7 @@ def test_a_step_that_fills_the_disk_fails_the_run_with_the_reason_and_keeps_its_
     done = loope(project_on, "run", "fix add", "--implementer", fills, "--no-review", "--plain", "--max-iters", "2")
     no_traceback(done)
     assert done.returncode == 1, done.stdout + done.stderr
-    summary = [line for line in done.stdout.splitlines() if "(failed)" in line]
+    summary = [line for line in done.stdout.splitlines() if line.startswith("halted after")]
     assert len(summary) == 1, done.stdout
     assert "the disk is full writing" in summary[0]
     run = project_on.run_json()
@@ -167,9 +167,10 @@ def test_a_disk_that_fills_while_finalizing_still_records_the_run_as_failed(proj
     assert run["stop_reason"] == "failed"
     assert run["stop_detail"].startswith("the disk is full writing ")
     assert "changes.diff" in run["stop_detail"]
-    assert "while finalizing; before that: max_iters" in run["stop_detail"]
+    assert "changes.diff while finalizing (No space left on device); free some space" in run["stop_detail"]
+    assert run["stop_detail"].endswith("; before that: max_iters: reached --max-iters 2")
     assert [s["ok"] for s in run["steps"]] == [True, True]
-    summary = [line for line in done.stdout.splitlines() if "(failed)" in line]
+    summary = [line for line in done.stdout.splitlines() if line.startswith("halted after")]
     assert len(summary) == 1, done.stdout
     assert "while finalizing" in summary[0]
     last = json.loads((project_on.runs()[-1] / "events.jsonl").read_text().splitlines()[-1])

@@ -584,7 +584,7 @@ class Engine:
             record.stop_detail = f"{detail}; the final diff could not be computed: {exc}"
             if disk_full(exc) and reason != StopReason.FAILED:
                 record.status = record.stop_reason = StopReason.FAILED
-                record.stop_detail = f"{full_disk_detail(exc)} while finalizing; before that: {reason}: {detail}"
+                record.stop_detail = f"{full_disk_detail(exc, ' while finalizing')}; before that: {reason}: {detail}"
         run.save_if_possible()
         if self.memory is not None and not self.spec.dry_run:  # a dry run teaches nothing
             try:

@@ -35,10 +35,10 @@ def disk_full(exc: BaseException) -> bool:
     return False
 
 
-def full_disk_detail(exc: BaseException) -> str:
-    """One line: the disk is full, where, and what to do."""
+def full_disk_detail(exc: BaseException, when: str = "") -> str:
+    """One line: the disk is full, where (and ``when``: `` while finalizing``), and what to do."""
     where = f" writing {exc.filename}" if isinstance(exc, OSError) and exc.filename else ""
-    return f"the disk is full{where} ({_reason(exc)}); free some space, then start the run again"
+    return f"the disk is full{where}{when} ({_reason(exc)}); free some space, then start the run again"
 
 
 def failure_detail(exc: BaseException, error_log: Path) -> str:
