@@ -107,6 +107,7 @@ def test_continue_adds_budgets_to_what_was_spent(project, agent_script, cli, tmp
     spec = json.loads((project.runs()[-1] / "spec.json").read_text())
     assert spec["max_cost"] == round(spent + 0.5, 6)
     assert spec["max_time"] >= 3600
+    assert project.run_json()["segments"][-1]["max_cost"] == 0.5  # what this segment was given
     assert project.run_json()["stop_reason"] == "converged"
 
 

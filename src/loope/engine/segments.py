@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from loope.errors import LoopeError
@@ -59,7 +60,7 @@ def extend(rundir: RunDir, record: RunRecord, spec: LoopSpec, more: MoreBudget) 
     return new
 
 
-def reopen_state(path: Any) -> None:
+def reopen_state(path: Path) -> None:
     """A state file that said ``done`` says ``in-progress`` again (the run goes on toward a new goal)."""
     if path.exists():
         text = path.read_text(encoding="utf-8")
@@ -73,12 +74,15 @@ def _added(spent: float, more: float | None, first: float | None) -> float | Non
 
 
 def _segment(record: RunRecord, spec: LoopSpec, first_iteration: int) -> Segment:
+    """The segment that starts at ``first_iteration`` under ``spec``, with the budgets it adds."""
     first = first_iteration == 1
+    cost_before = 0.0 if first else record.totals.cost_usd
+    time_before = 0.0 if first else record.duration_s
     return Segment(
         started_at=record.started_at if first else now_iso(),
         first_iteration=first_iteration,
         max_iters=spec.max_iters - (first_iteration - 1),
-        max_cost=spec.max_cost if first else None,
-        max_time=spec.max_time if first else None,
+        max_cost=None if spec.max_cost is None else round(spec.max_cost - cost_before, 6),
+        max_time=None if spec.max_time is None else round(spec.max_time - time_before, 3),
         goal=spec.goal,
     )
