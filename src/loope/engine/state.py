@@ -56,13 +56,10 @@ class RunState:
 
     def save_if_possible(self) -> None:
         """Save, unless the disk is too full for it: the run's last record, written where a byte still can be."""
-        from loope.records.space import disk_full
+        from loope.records.space import unless_disk_full
 
-        try:
+        with unless_disk_full():
             self.save()
-        except OSError as exc:
-            if not disk_full(exc):
-                raise
 
     def _save(self) -> None:
         self.sync_workspace()

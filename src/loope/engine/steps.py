@@ -163,13 +163,10 @@ class StepRunner:
 
     def _record_quietly(self, record: StepRecord) -> None:
         """Record a step cut short; a disk too full to save it now leaves it for the run's last save."""
-        from loope.records.space import disk_full
+        from loope.records.space import unless_disk_full
 
-        try:
+        with unless_disk_full():
             self.run.add_step(record)
-        except OSError as exc:
-            if not disk_full(exc):
-                raise
         self.run.bus.emit(AgentStepFinished(**_finished(record), verdict=None, verdict_inferred=False))
 
     def _finish(self, step: AgentStep, violations: list[str]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 RESERVE_NAME = ".reserve"
@@ -85,6 +86,16 @@ class Reserve:
     def release(self) -> None:
         with contextlib.suppress(OSError):
             self.path.unlink()
+
+
+@contextlib.contextmanager
+def unless_disk_full() -> Iterator[None]:
+    """Run the block; a full disk ends it quietly (what it could not write is written later, if ever)."""
+    try:
+        yield
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
 
 
 def append_quietly(path: Path, line: str) -> None:
