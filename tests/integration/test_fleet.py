@@ -246,3 +246,21 @@ def test_fleet_status_without_fleets_and_with_an_unknown_id(fleet_dir, cli):
     missing = cli("fleet", "stop", "0042", "--workdir", str(fleet_dir))
     assert missing.exit_code == 2
     assert "no fleet matches '0042'" in one_error_line(missing.err)
+
+
+def test_a_task_from_a_git_url_is_cloned_once_and_converges(fleet_dir, agent_script):
+    agent = agent_script(FIXER.replace("COST", "0.01"))
+    origin = make_task_repo(fleet_dir.parent / "origin", 1)
+    path = fleet_dir / "fleet.toml"
+    path.write_text(
+        f"[defaults]\nimplementer = {json.dumps(agent)}\nreviewers = []\nverify_cmd = {json.dumps(GATE)}\n\n"
+        f'[[task]]\nname = "remote"\nrepo = {json.dumps(str(origin.path))}\ngoal = "make the tests pass"\n'
+    )
+
+    done = loope(fleet_dir, "fleet", str(path), "--plain")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    clone = fleet_dir / ".loope" / "fleet-repos" / "remote"
+    assert (clone / "calc.py").read_text() == CALC
+    [task] = fleet_status(fleet_dir)["tasks"]
+    assert (task["workdir"], task["status"]) == (str(clone), "converged")

@@ -129,6 +129,7 @@ def _task(path: Path, index: int, entry: dict[str, Any], defaults: dict[str, Any
 def _clone(home: Path, name: str, url: Any, where: str) -> Path:
     """A task's ``repo``, cloned once under ``<home>/.loope/fleet-repos/<name>`` (its runs work there)."""
     from loope.proc import run_process
+    from loope.workspace.git import safe_command, safe_env
 
     if not isinstance(url, str) or not url.strip():
         raise LoopeError(f"{where}: repo must be a git URL or path")
@@ -136,7 +137,10 @@ def _clone(home: Path, name: str, url: Any, where: str) -> Path:
     if (dest / ".git").exists():
         return dest.resolve()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    result = run_process(["git", "clone", "--quiet", "--", url, str(dest)], cwd=home, capture=True)
+    argv = safe_command("clone", "--quiet", "--no-checkout", "--", url, str(dest))
+    result = run_process(argv, cwd=home, env=safe_env(), capture=True)
+    if result.ok:  # checked out apart from the clone, so a checkout failure names itself
+        result = run_process(safe_command("checkout", "--quiet"), cwd=dest, env=safe_env(), capture=True)
     if not result.ok:
         lines = result.stderr_tail.strip().splitlines()
         raise LoopeError(f"{where}: cannot clone {url}: {lines[-1] if lines else result.describe()}")
