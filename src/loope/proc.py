@@ -1,8 +1,9 @@
 """The one helper every external process goes through.
 
 Each process runs in its own process group (a new session), so a timeout, a stop request or Ctrl-C
-kills everything it started. Output is streamed to files line by line while only a bounded tail is
-kept in memory, decoded as UTF-8 with replacement. Failures come back as data, never as exceptions.
+kills everything it started. Output is read in chunks and streamed to files while only a bounded
+tail is kept in memory; callbacks get lines (or blocks of lines), decoded as UTF-8 with
+replacement. Failures come back as data, never as exceptions.
 :func:`spawn_detached` is the one place that starts a process meant to outlive loope.
 """
 
@@ -89,48 +90,120 @@ class ProcResult:
         return f"exit code {self.exit_code}"
 
 
+CHUNK_BYTES = 1 << 16
+"""How much is read from a pipe at once (a pipe holds 64 KiB): the file is written and flushed per chunk."""
+LINE_LIMIT = 1 << 20
+"""The longest line handed to a callback; the rest of a longer line is dropped (the file keeps it all)."""
+TAIL_BYTES = 1 << 16
+TAIL_LINES = 200
+_TAIL_LINE_CHARS = 4000
+
+BlockCallback = Callable[[bytes], None]
+
+
+class LineSplitter:
+    """Cuts a stream of chunks into lines in memory, no line longer than ``limit`` bytes."""
+
+    def __init__(self, limit: int = LINE_LIMIT) -> None:
+        self.limit = limit
+        self._partial = bytearray()
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The complete lines ``chunk`` finishes, as one block of newline-ended lines (maybe empty)."""
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            self._keep(chunk)
+            return b""
+        first = chunk.find(b"\n")
+        head = b""
+        if self._partial:
+            self._keep(chunk[:first])
+            head, rest = bytes(self._partial) + b"\n", chunk[first + 1 : end + 1]
+            self._partial.clear()
+        else:
+            rest = chunk if end == len(chunk) - 1 else chunk[: end + 1]
+        self._keep(chunk[end + 1 :])
+        if len(rest) > self.limit:  # only a chunk larger than the limit can hold a line longer than it
+            rest = b"".join(line[: self.limit] + b"\n" for line in rest.split(b"\n")[:-1])
+        return head + rest
+
+    def _keep(self, piece: bytes) -> None:
+        room = self.limit - len(self._partial)
+        self._partial += piece[: max(room, 0)]
+
+    def rest(self) -> bytes:
+        """The last line, when the stream ended without a newline."""
+        line, self._partial = bytes(self._partial), bytearray()
+        return line + b"\n" if line else b""
+
+
+def split_lines(block: bytes) -> list[str]:
+    """A block of newline-ended lines as text lines (UTF-8 with replacement, ``\\r`` dropped)."""
+    return [line.rstrip("\r") for line in block.decode("utf-8", "replace").split("\n")[:-1]]
+
+
 @dataclass
 class _Stream:
     """Drains one pipe: to a file, to a callback, and into a bounded tail.
 
-    The drain thread can outlive ``run_process`` (a grandchild that left the group holds the pipe),
-    so what the caller reads is copied under ``lock``, and ``detach`` stops every use of the sink
-    and the callback before the caller closes the file.
+    Output is read in chunks: each chunk is written (and flushed) to the file, then cut into lines
+    in memory for the callbacks; only the last ``TAIL_BYTES`` stay in memory. The drain thread can
+    outlive ``run_process`` (a grandchild that left the group holds the pipe), so what the caller
+    reads is copied under ``lock``, and ``detach`` stops every use of the sink and the callback
+    before the caller closes the file.
     """
 
     pipe: IO[bytes]
     sink: IO[bytes] | None
     on_line: LineCallback | None
     capture: bool
-    tail: deque[str] = field(default_factory=lambda: deque(maxlen=200))
+    on_block: BlockCallback | None = None
+    tail: deque[bytes] = field(default_factory=deque)
+    tail_size: int = 0
+    tail_cut: bool = False
     chunks: list[bytes] = field(default_factory=list)
     callback_error: BaseException | None = None
     sink_error: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     detached: bool = False
+    splitter: LineSplitter = field(default_factory=LineSplitter)
 
     def drain(self) -> None:
+        fd = self.pipe.fileno()
         try:
-            for raw in iter(self.pipe.readline, b""):
-                self._take(raw)
+            while chunk := os.read(fd, CHUNK_BYTES):
+                self._take(chunk)
+            self._take(b"", last=True)
         finally:
             self.pipe.close()
 
-    def _take(self, raw: bytes) -> None:
-        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+    def _take(self, chunk: bytes, *, last: bool = False) -> None:
         with self.lock:
             if self.detached:
                 return  # read on, so the writer never blocks, but keep nothing
-            self._write(raw)
-            if self.capture:
-                self.chunks.append(raw)
-            self.tail.append(line[:4000])
-            deliver = self.on_line if self.callback_error is None else None
-        if deliver is not None:
-            try:
-                deliver(line)
-            except BaseException as exc:  # noqa: BLE001 - re-raised by run_process once the pipe is drained
-                self.callback_error = exc
+            if chunk:
+                self._write(chunk)
+                if self.capture:
+                    self.chunks.append(chunk)
+                self.tail.append(chunk)
+                self.tail_size += len(chunk)
+                while self.tail_size - len(self.tail[0]) >= TAIL_BYTES:
+                    self.tail_size -= len(self.tail.popleft())
+                    self.tail_cut = True
+            wanted = self.callback_error is None and (self.on_line is not None or self.on_block is not None)
+            block = (self.splitter.rest() if last else self.splitter.feed(chunk)) if wanted else b""
+        if block:
+            self._deliver(block)
+
+    def _deliver(self, block: bytes) -> None:
+        try:
+            if self.on_block is not None:
+                self.on_block(block)
+            if self.on_line is not None:
+                for line in split_lines(block):
+                    self.on_line(line)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by run_process once the pipe is drained
+            self.callback_error = exc
 
     def _write(self, raw: bytes) -> None:
         if self.sink is None:
@@ -144,7 +217,13 @@ class _Stream:
 
     def tail_text(self) -> str:
         with self.lock:
-            return "\n".join(self.tail)
+            raw, cut = b"".join(self.tail)[-TAIL_BYTES:], self.tail_cut or self.tail_size > TAIL_BYTES
+        lines = [line.rstrip("\r") for line in raw.decode("utf-8", "replace").split("\n")]
+        if cut:
+            lines = lines[1:]  # the first line starts somewhere in the middle
+        if lines and not lines[-1]:
+            lines.pop()
+        return "\n".join(line[:_TAIL_LINE_CHARS] for line in lines[-TAIL_LINES:])
 
     def captured(self) -> bytes:
         with self.lock:
@@ -200,6 +279,7 @@ def run_process(
     stderr_path: Path | None = None,
     on_stdout_line: LineCallback | None = None,
     on_stderr_line: LineCallback | None = None,
+    on_stdout_block: BlockCallback | None = None,
     cancel: threading.Event | None = None,
     capture: bool = False,
     merge_stderr: bool = False,
@@ -211,9 +291,11 @@ def run_process(
     ``stdin`` is written then closed (None gives the process a closed stdin). A timeout or a set
     ``cancel`` event sends SIGTERM to the group and SIGKILL ``term_grace_s`` later; when the process
     ends, anything it left running in its group is killed too. ``merge_stderr`` interleaves stderr
-    into stdout, as a terminal would show it. ``on_spawn`` receives the process group id as soon as
-    the process exists (so another runner can kill an orphaned group later); if it raises, or
-    anything interrupts the wait (Ctrl-C), the group is killed before the exception goes on.
+    into stdout, as a terminal would show it. ``on_stdout_block`` receives the complete lines of each
+    chunk read, as one block of bytes (for callers that handle lines in bulk). ``on_spawn``
+    receives the process group id as soon as the process exists (so another runner can kill an
+    orphaned group later); if it raises, or anything interrupts the wait (Ctrl-C), the group is
+    killed before the exception goes on.
     """
     argv_t = tuple(argv)
     started = time.monotonic()
@@ -226,7 +308,7 @@ def run_process(
         if isinstance(proc, ProcResult):
             return proc
         assert proc.stdout is not None
-        streams.append(_Stream(proc.stdout, out_sink, on_stdout_line, capture))
+        streams.append(_Stream(proc.stdout, out_sink, on_stdout_line, capture, on_stdout_block))
         if proc.stderr is not None:
             streams.append(_Stream(proc.stderr, err_sink, on_stderr_line, False))
         data = stdin.encode() if isinstance(stdin, str) else stdin

@@ -138,7 +138,7 @@ def _result(data: Mapping[str, Any], session: StreamSession) -> list[AgentEvent]
     text = data.get("result")
     if isinstance(text, str):
         session.final = text.strip()
-        if session.final and (not session.texts or session.texts[-1] != session.final):
+        if session.final and session.texts.last != session.final:
             events.append(AgentEvent.say(session.final))
     error = _result_error(data)
     if error:

@@ -7,6 +7,7 @@ variables set. A stdout line holding a JSON object whose ``type`` is ``usage``, 
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -53,12 +54,26 @@ class ExecAgent(ProcessAgent):
         problem = missing_program(self.command, workdir)
         return f"exec:{self.command}: {problem}" if problem else None
 
+    def read_block(self, block: bytes, session: Session) -> Iterable[AgentEvent]:
+        """Events in a block of lines; the text around them goes to the message in bulk.
+
+        Only lines that start with ``{`` can be events, so the rest of the block is never split
+        line by line: printing 200 MB of plain text costs little more than writing it to a file.
+        """
+        events: list[AgentEvent] = []
+        start = 0
+        for match in _JSON_LINE.finditer(block) if b"{" in block else ():
+            event = _protocol_event(match.group().decode("utf-8", "replace"), session)
+            if event is None:
+                continue
+            _add_text(session, block[start : match.start()])
+            events.append(event)
+            start = match.end() + 1
+        _add_text(session, block[start:])
+        return events
+
     def parse_line(self, line: str, session: Session) -> Iterable[AgentEvent]:
-        setback = _setback_from_json(line)
-        if setback is not None:
-            session.setback = setback
-            return (AgentEvent.say(f"{setback.kind}: {setback.reason}"),)
-        event = _event_from_json(line)
+        event = _protocol_event(line, session)
         if event is None:
             session.texts.append(line)
             return ()
@@ -74,6 +89,15 @@ class ExecAgent(ProcessAgent):
         return super().judge(proc, session)
 
 
+def _protocol_event(line: str, session: Session) -> AgentEvent | None:
+    """The event a protocol line carries (a retry or limit line is noted in ``session`` too); None for text."""
+    setback = _setback_from_json(line)
+    if setback is not None:
+        session.setback = setback
+        return AgentEvent.say(f"{setback.kind}: {setback.reason}")
+    return _event_from_json(line)
+
+
 def _setback_from_json(line: str) -> Setback | None:
     """A protocol line ``{"type": "retry", "reason": …}`` or ``{"type": "limit", "reset_at": …}``."""
     data = json_object(line)
@@ -85,6 +109,16 @@ def _setback_from_json(line: str) -> Setback | None:
     if data.get("type") == "limit":
         return limit(reason or "the agent reported a usage limit", parse_reset(data.get("reset_at")))
     return None
+
+
+_JSON_LINE = re.compile(rb"^[ \t]*\{.*$", re.MULTILINE)
+
+
+def _add_text(session: Session, raw: bytes) -> None:
+    """Newline-ended lines of plain output into the message."""
+    text = raw.decode("utf-8", "replace")
+    if text.strip():
+        session.texts.extend(text.replace("\r\n", "\n") if "\r" in text else text)
 
 
 def _event_from_json(line: str) -> AgentEvent | None:

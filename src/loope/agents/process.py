@@ -19,8 +19,9 @@ from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
 from loope.agents.failure import explain
+from loope.agents.message import MessageText, bounded
 from loope.agents.setback import Setback, from_text
-from loope.proc import ProcResult, run_process
+from loope.proc import ProcResult, run_process, split_lines
 from loope.records.atomic import write_text
 from loope.text import last_line
 
@@ -33,7 +34,8 @@ ARGUMENT_PROMPT_LIMIT = 100_000
 class Session:
     """What has been read from one agent's output so far."""
 
-    texts: list[str] = field(default_factory=list)
+    texts: MessageText = field(default_factory=MessageText)
+    """The message's text lines as they came (bounded: its beginning and its end)."""
     final: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
@@ -56,7 +58,7 @@ class Session:
 
     @property
     def message(self) -> str:
-        return self.final if self.final is not None else "\n".join(self.texts).strip()
+        return bounded(self.final) if self.final is not None else self.texts.text().strip()
 
 
 class ProcessAgent:
@@ -88,6 +90,14 @@ class ProcessAgent:
         """Events in one line of output; plain text is part of the final message by default."""
         session.texts.append(line)
         return ()
+
+    def read_block(self, block: bytes, session: Session) -> Iterable[AgentEvent]:
+        """Events in a block of complete output lines; by default, each non-blank line through ``parse_line``."""
+        events: list[AgentEvent] = []
+        for line in split_lines(block):
+            if line.strip():
+                events.extend(self.parse_line(line, session))
+        return events
 
     def new_session(self, request: AgentRequest) -> Session:
         """The parse state for one run; adapters that track more keep it in a Session subclass."""
@@ -164,9 +174,8 @@ class ProcessAgent:
                     session.last_action = event.describe()
                 request.on_event(event)
 
-        def on_line(line: str) -> None:
-            if line.strip():
-                report(self.parse_line(line, session))
+        def on_block(block: bytes) -> None:
+            report(self.read_block(block, session))
 
         env = self.environment(request)
         # A private temporary directory per step, removed when it ends: nothing one step leaves
@@ -185,7 +194,7 @@ class ProcessAgent:
                 timeout=request.timeout_s,
                 stdout_path=request.step_dir / self.transcript_name,
                 stderr_path=request.step_dir / "stderr.log",
-                on_stdout_line=on_line,
+                on_stdout_block=on_block,
                 cancel=request.cancel,
                 on_spawn=request.on_spawn,
             )

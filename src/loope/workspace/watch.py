@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import os
 import struct
@@ -40,13 +39,15 @@ _SKIP_DIRS = frozenset({".git"})
 def _libc() -> ctypes.CDLL | None:
     if not sys.platform.startswith("linux"):
         return None
-    name = ctypes.util.find_library("c") or "libc.so.6"
-    try:
-        lib = ctypes.CDLL(name, use_errno=True)
-        lib.inotify_init1  # noqa: B018 - present on glibc and musl; absent elsewhere
-    except (OSError, AttributeError):
-        return None
-    return lib
+    # The C library the interpreter already links (no `ldconfig -p` run, as find_library would do).
+    for name in (None, "libc.so.6"):
+        try:
+            lib = ctypes.CDLL(name, use_errno=True)
+            lib.inotify_init1  # noqa: B018 - present on glibc and musl; absent elsewhere
+        except (OSError, AttributeError):
+            continue
+        return lib
+    return None
 
 
 class Watcher:
