@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loope.events import Event, IterationFinished, RunFinished
+from loope.events import Event, RunFinished
 from loope.records.atomic import append_line, write_text
 from loope.records.report import render
 from loope.records.rundir import RunDir
@@ -21,11 +21,11 @@ class EventsFile:
 
 
 class ReportWriter:
-    """Writes report.md from run.json after each iteration and when the run ends."""
+    """Writes report.md from run.json when the run ends (``loope show`` renders it on demand while it runs)."""
 
     def __init__(self, rundir: RunDir) -> None:
         self.rundir = rundir
 
     def on_event(self, event: Event) -> None:
-        if isinstance(event, IterationFinished | RunFinished):
+        if isinstance(event, RunFinished):
             write_text(self.rundir / "report.md", render(self.rundir.read_json("run.json")))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from loope.engine.bus import EventBus
 from loope.enums import StopReason
-from loope.records.atomic import write_json
 from loope.records.model import RunRecord, StepRecord
 from loope.records.rundir import RunDir
+from loope.records.runjson import RunJsonWriter
 from loope.spec import LoopSpec
 from loope.workspace.workspace import Workspace
 
@@ -37,6 +37,7 @@ class RunState:
     next_step: int = 1
     started: float = field(default_factory=time.monotonic)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _writer: RunJsonWriter | None = None
 
     def new_step(self, role: str, adapter: str) -> tuple[int, Path]:
         with self._lock:
@@ -64,7 +65,9 @@ class RunState:
     def _save(self) -> None:
         self.sync_workspace()
         self.record.duration_s = round(self.elapsed(), 3)
-        write_json(self.rundir / "run.json", self.record.to_dict())
+        if self._writer is None:
+            self._writer = RunJsonWriter(self.rundir / "run.json")
+        self._writer.save(self.record)
 
     def sync_workspace(self) -> None:
         self.record.workspace.head = self.workspace.head
