@@ -35,7 +35,7 @@ from loope.events import (
 )
 from loope.records import ledger
 from loope.records import state as state_file
-from loope.records.atomic import append_line, write_text
+from loope.records.atomic import append_line, write_bytes, write_text
 from loope.records.model import (
     Changes,
     FileChange,
@@ -576,9 +576,10 @@ class Engine:
         record.finished_at = now_iso()
         changes: list[FileChange] = []
         try:
-            changes = run.workspace.changes()
+            final = run.workspace.compare()
+            changes = final.changes
             record.changes = Changes(list(changes))
-            write_text(run.rundir / "changes.diff", run.workspace.diff())
+            write_bytes(run.rundir / "changes.diff", final.patch)
             write_text(run.rundir / "changed-files.txt", "".join(f"{c.path}\n" for c in changes))
         except (LoopeError, OSError) as exc:
             record.stop_detail = f"{detail}; the final diff could not be computed: {exc}"

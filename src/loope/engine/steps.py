@@ -27,7 +27,7 @@ from loope.events import (
     SuccessFinished,
     VerifyFinished,
 )
-from loope.records.atomic import append_line, write_text
+from loope.records.atomic import append_line, write_bytes, write_text
 from loope.records.model import FileChange, StepRecord
 from loope.verify.gate import GateResult, check_env, pid_recorder, read_output, run_gate, run_shell
 from loope.verify.metric import Measurement
@@ -67,7 +67,7 @@ class StepRunner:
             trailers = f"Loope-Run: {self.run.record.run_id}\nLoope-Step: {step.record.id}"
             step.changes = self.run.workspace.commit(f"{message}\n\n{trailers}", staged=kept)
             if step.changes:
-                write_text(step.dir / "changes.diff", self.run.workspace.diff(old, self.run.workspace.head))
+                write_bytes(step.dir / "changes.diff", self.run.workspace.compare(old, self.run.workspace.head).patch)
                 step.record.commit = self.run.workspace.head
         else:
             violations += self.guard.undo_read_only_changes(agent.label)

@@ -44,12 +44,18 @@ def money(run: Mapping[str, Any]) -> str:
     return f"{cost}, {totals.get('input_tokens', 0)} tokens in / {totals.get('output_tokens', 0)} out"
 
 
-def files_text(files: list[Mapping[str, Any]]) -> str:
-    """``calc.py +1 −1, logo.png binary``: the files of a step or a run with their line counts."""
+def files_text(files: list[Mapping[str, Any]], limit: int | None = None) -> str:
+    """``calc.py +1 −1, logo.png binary``: the files of a step or a run with their line counts.
+
+    With ``limit``, at most that many files are named and the rest counted (``… and 1980 more``).
+    """
+    shown = files if limit is None else files[:limit]
     parts = []
-    for f in files:
+    for f in shown:
         stat = "binary" if f.get("added") is None else f"+{f['added']} −{f['removed']}"
         parts.append(f"{f['path']} {stat}")
+    if len(files) > len(shown):
+        parts.append(f"… and {len(files) - len(shown)} more")
     return ", ".join(parts)
 
 

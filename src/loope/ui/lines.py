@@ -38,6 +38,10 @@ def action_text(event: AgentEvent) -> str | None:
     return f"{ICONS.get(action, '·')} {verb} {target}".rstrip()
 
 
+SCREENFUL = 20
+"""Files named in a line of the live view or the summary; the rest are counted."""
+
+
 def summary_lines(event: RunFinished) -> list[str]:
     """The closing lines: outcome, totals, and how to review and land the result."""
     from loope.records.report import landing_hints, money, outcome_line
@@ -50,7 +54,7 @@ def summary_lines(event: RunFinished) -> list[str]:
     out.append(totals)
     short = event.run_id.split("-", maxsplit=1)[0]
     if event.changes:
-        out.append(f"changed: {files_text(record['changes'])}")
+        out.append(f"changed: {files_text(record['changes'], limit=SCREENFUL)}")
         out += landing_hints(record, short)
     else:
         out.append(f"no files changed · details: loope show {short}")
@@ -107,7 +111,7 @@ def _step_finished(event: StepFinished) -> str:
     if event.cost_usd:
         parts.append(f"${event.cost_usd:.4f}")
     if event.files:
-        parts.append(files_text(to_data(event.files)))
+        parts.append(files_text(to_data(event.files), limit=SCREENFUL))
     elif event.role in ("implementer", "designer"):
         parts.append("no changes")
     return "  ".join(parts)

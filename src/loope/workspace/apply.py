@@ -48,17 +48,30 @@ def _inside(root: Path, path: Path) -> bool:
     return True
 
 
+def _in_git_dir(root: Path, path: Path) -> bool:
+    """Whether ``path`` (resolved) is in a ``.git`` directory under ``root``, or is one."""
+    return ".git" in path.relative_to(root).parts
+
+
 def _check_path(target: Path, rel: str) -> Path:
-    """The destination of ``rel`` under ``target``; LoopeError when it would land outside it."""
+    """The destination of ``rel`` under ``target``; LoopeError when it would land outside it or in a .git."""
     pure = PurePosixPath(rel)
     if pure.is_absolute() or ".." in pure.parts or ".git" in pure.parts or not pure.parts:
         raise LoopeError(f"refusing to apply {rel!r}: the path leaves the target or enters .git")
-    root = target.resolve()
     dest = target.joinpath(*pure.parts)
-    if not _inside(root, dest.parent.resolve()):
-        raise LoopeError(f"refusing to apply {rel!r}: a symlink in {target} leads outside it")
+    _check_parent(target, rel, dest)
     _check_obstacles(target, rel, pure)
     return dest
+
+
+def _check_parent(target: Path, rel: str, dest: Path) -> None:
+    """Refuse a destination whose directory, symlinks followed, is outside ``target`` or in a .git."""
+    root = target.resolve()
+    parent = dest.parent.resolve()
+    if not _inside(root, parent):
+        raise LoopeError(f"refusing to apply {rel!r}: a symlink in {target} leads outside it")
+    if _in_git_dir(root, parent):
+        raise LoopeError(f"refusing to apply {rel!r}: a symlink in {target} leads into a .git directory")
 
 
 def _check_obstacles(target: Path, rel: str, pure: PurePosixPath) -> None:
@@ -79,15 +92,18 @@ def _check_obstacles(target: Path, rel: str, pure: PurePosixPath) -> None:
         )
 
 
-def _current_sha(dest: Path) -> str | None:
+def _current(dest: Path) -> TreeEntry | None:
+    """What is at ``dest`` now, as git would record it (mode and object id); None when nothing is."""
     if dest.is_symlink():
-        return blob_sha(os.readlink(dest).encode())
+        return TreeEntry(SYMLINK, blob_sha(os.fsencode(os.readlink(dest))))
     if dest.is_dir():
-        return "directory"
+        return TreeEntry("040000", "directory")
     try:
-        return blob_sha(dest.read_bytes())
+        data = dest.read_bytes()
+        executable = os.stat(dest).st_mode & 0o100
     except FileNotFoundError:
         return None
+    return TreeEntry(EXECUTABLE if executable else "100644", blob_sha(data))
 
 
 def plan(
@@ -102,6 +118,7 @@ def plan(
     paths = [c.path for c in changes]
     at_head = git.entries(head, paths)
     at_base = git.entries(base, paths)
+    links = git.blobs([e.sha for e in at_head.values() if e.mode == SYMLINK])
     planned = []
     for change in changes:
         if not change.path.startswith(prefix):
@@ -111,27 +128,40 @@ def plan(
         dest = _check_path(target, rel)
         new, old = at_head.get(change.path), at_base.get(change.path)
         if new is not None and new.mode == SYMLINK:
-            link = git.blob(new.sha).decode("utf-8", "replace")
-            if os.path.isabs(link) or not _inside(target.resolve(), (dest.parent / link).resolve()):
-                raise LoopeError(f"refusing to apply {rel!r}: it is a symlink to {link!r}, outside the target")
-        planned.append(_plan_file(rel, _current_sha(dest), old, new, delete=delete, force=force))
+            _check_link(target, rel, dest, os.fsdecode(links[new.sha]))
+        planned.append(_plan_file(rel, _current(dest), old, new, delete=delete, force=force))
     return planned
 
 
+def _check_link(target: Path, rel: str, dest: Path, link: str) -> None:
+    """A symlink the run adds must stay inside ``target`` and out of every .git directory."""
+    root = target.resolve()
+    pointed = (dest.parent / link).resolve()
+    if os.path.isabs(link) or not _inside(root, pointed):
+        raise LoopeError(f"refusing to apply {rel!r}: it is a symlink to {link!r}, outside the target")
+    if _in_git_dir(root, pointed):
+        raise LoopeError(f"refusing to apply {rel!r}: it is a symlink to {link!r}, into a .git directory")
+
+
 def _plan_file(
-    rel: str, current: str | None, old: TreeEntry | None, new: TreeEntry | None, *, delete: bool, force: bool
+    rel: str, current: TreeEntry | None, old: TreeEntry | None, new: TreeEntry | None, *, delete: bool, force: bool
 ) -> PlannedFile:
-    if current == (new.sha if new else None):
+    if current == new:
         return PlannedFile(rel, "same", "already as in the run")
     if new is None and not delete:
         return PlannedFile(rel, "skip", "deleted in the run; pass --delete to delete it")
     conflict = None
-    if current != (old.sha if old else None) and not force:
+    if not _same_content(current, old) and not force:
         conflict = "changed since the run started" if current else "deleted since the run started"
         if old is None:
             conflict = "already exists with other content"
     action: Action = "delete" if new is None else ("update" if current else "add")
     return PlannedFile(rel, action, conflict=conflict, entry=new)
+
+
+def _same_content(current: TreeEntry | None, old: TreeEntry | None) -> bool:
+    """Whether the target still holds what the run started from (a mode the user changed is no conflict)."""
+    return (current.sha if current else None) == (old.sha if old else None)
 
 
 def check_record(record: RunRecord, run_root: Path) -> None:
@@ -177,20 +207,28 @@ def plan_run(record: RunRecord, target: Path, *, delete: bool, force: bool) -> t
 
 
 def apply(git: Git, target: Path, planned: list[PlannedFile]) -> None:
-    """Write the planned files; call only after ``plan`` found no conflict."""
+    """Write the planned files; call only after ``plan`` found no conflict.
+
+    The blobs come from one ``git cat-file --batch``. Each destination's directory is checked
+    again just before it is written: a symlink written earlier in this apply (or one the user
+    made since the plan) must not lead a later file outside the target or into a .git directory.
+    """
+    blobs = git.blobs([p.entry.sha for p in planned if p.action in ("add", "update") and p.entry is not None])
     for item in planned:
         dest = target.joinpath(*PurePosixPath(item.path).parts)
+        if item.action in ("add", "update", "delete"):
+            _check_parent(target, item.path, dest)
         if item.action == "delete":
             dest.unlink(missing_ok=True)
             continue
         if item.action not in ("add", "update") or item.entry is None:
             continue
-        data = git.blob(item.entry.sha)
+        data = blobs[item.entry.sha]
         dest.parent.mkdir(parents=True, exist_ok=True)
         if item.entry.mode == SYMLINK:
             if dest.is_symlink() or dest.exists():
                 dest.unlink()
-            os.symlink(data.decode("utf-8"), dest)
+            os.symlink(os.fsdecode(data), dest)
             continue
         if dest.is_symlink():
             dest.unlink()

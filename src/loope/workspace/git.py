@@ -45,6 +45,7 @@ _SAFE_CONFIG = {
 }
 _CONFIG = tuple(arg for key, value in _SAFE_CONFIG.items() for arg in ("-c", f"{key}={value}"))
 _DIFF = ("diff", "--no-ext-diff", "--no-textconv", "--no-renames")  # never an external diff tool or textconv
+_TREE_DIFF = ("-r", "--no-ext-diff", "--no-textconv", "--no-renames")
 # Per driver name: the settings that would run a program, each set to nothing.
 _DRIVER_PROGRAMS = {"filter": ("clean", "smudge", "process"), "diff": ("textconv",)}
 # Variables that could make git run something, or point it at another repository or config.
@@ -91,6 +92,7 @@ class Git:
     def __init__(self, work_tree: Path, git_dir: Path | None = None, *, env: Mapping[str, str] | None = None) -> None:
         self.work_tree = work_tree
         self.git_dir = git_dir
+        self._extra = dict(env or {})
         self._env = safe_env()
         self._env.update(_IDENTITY)
         self._env["GIT_LITERAL_PATHSPECS"] = "1"  # paths are file names, never globs
@@ -127,6 +129,16 @@ class Git:
             self._drivers = tuple(overrides)
         return self._drivers
 
+    def with_env(self, **env: str) -> Git:
+        """The same repository with more variables (another index file, say)."""
+        return Git(self.work_tree, self.git_dir, env={**self._extra, **env})
+
+    @property
+    def index_file(self) -> Path | None:
+        """The index this client uses when it is not git's default one."""
+        value = self._env.get("GIT_INDEX_FILE")
+        return Path(value) if value else None
+
     def run(
         self, *args: str, stdin: bytes | None = None, check: bool = True, env: Mapping[str, str] | None = None
     ) -> ProcResult:
@@ -162,28 +174,6 @@ class Git:
                     self._author[f"GIT_{role}_NAME"], self._author[f"GIT_{role}_EMAIL"] = name, email
         return self._author
 
-    def commit_index(self, message: str, parent: str) -> str:
-        """Commit the index on top of ``parent`` as the user, and move HEAD (its branch) there, without rescanning."""
-        tree = self.out("write-tree")
-        commit = self.run("commit-tree", tree, "-p", parent, "-m", message, env=self.author()).text.strip()
-        self.run("update-ref", "HEAD", commit)
-        return commit
-
-    def status_paths(self, paths: Sequence[str]) -> list[str]:
-        """Which of ``paths`` differ from the index (modified, deleted, or new and not ignored)."""
-        # --no-optional-locks: no index refresh written back; the `add` that follows writes the index once.
-        args = ("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--", *paths)
-        raw = self.run("--no-optional-locks", *args).text
-        changed = []
-        for record in raw.split("\0"):
-            if len(record) > 3:
-                changed.append(record[3:])
-        return changed
-
-    def stage(self, paths: Sequence[str]) -> None:
-        if paths:
-            self.run("add", "-A", "--", *paths)
-
     def commit_staged(self, message: str, *, allow_empty: bool = False) -> str:
         """Commit the index; the new commit."""
         empty = ["--allow-empty"] if allow_empty else []
@@ -195,28 +185,47 @@ class Git:
         self.add_all()
         return self.commit_staged(message, allow_empty=True)
 
-    def changes(self, old: str, new: str | None = None, paths: Sequence[str] = ()) -> list[FileChange]:
-        """Files changed from ``old`` to ``new`` (or to the index, when ``new`` is None), in one git call."""
-        span = [old, new] if new else ["--cached", old]
-        raw = self.run(*_DIFF, "--raw", "--numstat", "-z", *span, "--", *paths).text
-        statuses: dict[str, ChangeStatus] = {}
-        counts: dict[str, tuple[int | None, int | None]] = {}
-        tokens = iter(raw.split("\0"))
-        for token in tokens:
-            if token.startswith(":"):
-                statuses[next(tokens, "")] = _STATUS.get(token.split()[-1][:1], "modified")
-            elif token.count("\t") == 2:
-                added, removed, path = token.split("\t", 2)
-                counts[path] = (_count(added), _count(removed))
-        return [FileChange(path, status, *counts.get(path, (None, None))) for path, status in statuses.items()]
+    def changes(self, old: str, new: str, paths: Sequence[str] = ()) -> list[FileChange]:
+        """Files changed from ``old`` to ``new``, in one git call."""
+        args = ("diff-tree", *_TREE_DIFF, "--raw", "--numstat", "-z", old, new, "--", *paths)
+        raw = self.run(*args).stdout or b""
+        return _parse_changes(raw)[0]
+
+    def compare(self, old: str, new: str) -> Comparison:
+        """The files changed from ``old`` to ``new`` (commits or trees) and the byte-exact patch, in one git call."""
+        args = ("diff-tree", *_TREE_DIFF, "-z", "--raw", "--numstat", "-p", "--binary", "--full-index")
+        changes, patch = _parse_changes(self.run(*args, old, new).stdout or b"")
+        return Comparison(changes, patch)
 
     def diff(self, old: str, new: str, paths: Sequence[str] = ()) -> str:
         return self.run(*_DIFF, "--no-color", old, new, "--", *paths).text
 
-    def reset_hard(self, commit: str) -> None:
-        """Make the work tree exactly ``commit``: tracked files restored, new files removed."""
+    def update_index(self, paths: Sequence[str]) -> None:
+        """Stage ``paths`` as they are on disk, whatever ignore rules say (a missing one leaves the index)."""
+        if paths:
+            data = b"".join(os.fsencode(p) + b"\0" for p in paths)
+            self.run("update-index", "--add", "--remove", "-z", "--stdin", stdin=data)
+
+    def write_tree(self) -> str:
+        return self.out("write-tree")
+
+    def commit_tree(self, tree: str, parent: str, message: str) -> str:
+        """A commit of ``tree`` on top of ``parent``, and HEAD (its branch) moved there."""
+        commit = self.run("commit-tree", tree, "-p", parent, "-m", message, env=self.author()).text.strip()
+        self.run("update-ref", "HEAD", commit)
+        return commit
+
+    def reset_hard(self, commit: str, keep: Path | None = None) -> None:
+        """Make the work tree exactly ``commit``: tracked files restored, new files removed.
+
+        ``keep`` is a file of ignore rules: files they match stay (and no ``.gitignore`` counts).
+        """
         self.run("reset", "-q", "--hard", commit)
-        self.run("clean", "-fdq")
+        if keep is None:
+            self.run("clean", "-fdq")
+            return
+        rules = [line for line in keep.read_text(encoding="utf-8", errors="surrogateescape").splitlines() if line]
+        self.run("clean", "-fdqx", *(f"--exclude={rule}" for rule in rules))
 
     def entries(self, ref: str, paths: Sequence[str]) -> dict[str, TreeEntry]:
         """``ls-tree`` entries for ``paths`` at ``ref``."""
@@ -234,6 +243,63 @@ class Git:
 
     def blob(self, sha: str) -> bytes:
         return self.run("cat-file", "blob", sha).stdout or b""
+
+    def blobs(self, shas: Sequence[str]) -> dict[str, bytes]:
+        """The contents of many blobs, from one ``git cat-file --batch``."""
+        wanted = list(dict.fromkeys(shas))
+        if not wanted:
+            return {}
+        raw = self.run("cat-file", "--batch", stdin="".join(f"{sha}\n" for sha in wanted).encode()).stdout or b""
+        found: dict[str, bytes] = {}
+        pos = 0
+        for sha in wanted:
+            header_end = raw.index(b"\n", pos)
+            header = raw[pos:header_end].split()
+            if len(header) != 3:  # "<sha> missing"
+                raise GitError(f"git cat-file: object {sha} is missing")
+            size = int(header[2])
+            start = header_end + 1
+            found[sha] = raw[start : start + size]
+            pos = start + size + 1
+        return found
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What changed between two trees: the files, and the patch ``git apply`` accepts (binary included)."""
+
+    changes: list[FileChange]
+    patch: bytes
+
+    @property
+    def text(self) -> str:
+        return self.patch.decode("utf-8", "replace")
+
+
+def _parse_changes(raw: bytes) -> tuple[list[FileChange], bytes]:
+    """``--raw --numstat -z`` records (and, with ``-p``, the patch after them) as changes and patch."""
+    statuses: dict[str, ChangeStatus] = {}
+    counts: dict[str, tuple[int | None, int | None]] = {}
+    pos, end = 0, len(raw)
+    while pos < end:
+        if raw[pos] == 0:  # a NUL between the records and the patch
+            pos += 1
+            break
+        stop = raw.find(b"\0", pos)
+        stop = end if stop < 0 else stop
+        token = raw[pos:stop].decode("utf-8", "surrogateescape")
+        pos = stop + 1
+        if token.startswith(":"):
+            path_end = raw.find(b"\0", pos)
+            path_end = end if path_end < 0 else path_end
+            path = raw[pos:path_end].decode("utf-8", "surrogateescape")
+            pos = path_end + 1
+            statuses[path] = _STATUS.get(token.split()[-1][:1], "modified")
+        elif token.count("\t") == 2:
+            added, removed, path = token.split("\t", 2)
+            counts[path] = (_count(added), _count(removed))
+    changes = [FileChange(path, status, *counts.get(path, (None, None))) for path, status in statuses.items()]
+    return changes, raw[pos:]
 
 
 def _count(text: str) -> int | None:

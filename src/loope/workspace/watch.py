@@ -3,6 +3,9 @@
 Finding an agent's changes by scanning costs what the repository weighs (git stats every file);
 listening to the kernel costs what the agent touched. Where inotify is unavailable, its watch
 limit is reached or its queue overflows, ``drain`` returns None and the caller scans instead.
+A file given a second name in the tree (a hard link) is reported at every drain from then on, under
+all its names: a write through one name raises no event for the others. (A link made from outside
+the tree raises no event at all; the sandbox leaves an agent no such place.)
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import stat
 import struct
 import sys
 from collections.abc import Iterable
@@ -50,6 +54,15 @@ def _libc() -> ctypes.CDLL | None:
     return None
 
 
+def _linked(path: Path) -> bool:
+    """Whether ``path`` is a regular file with more than one name."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_nlink > 1
+
+
 class Watcher:
     """Watches every directory under ``root`` that holds files loope tracks, and any created later."""
 
@@ -59,6 +72,8 @@ class Watcher:
         self._fd = -1
         self._dirs: dict[int, str] = {}
         self._changed: set[str] = set()
+        self._linked: set[str] = set()
+        """Files with another hard link: a write through the other name raises no event here."""
         self.broken = self._lib is None
         if self._lib is None:
             return
@@ -116,7 +131,8 @@ class Watcher:
             if self.broken:
                 return None
         changed, self._changed = self._changed, set()
-        return changed
+        self._linked = {p for p in self._linked if _linked(self.root / p)}
+        return changed | self._linked
 
     def _parse(self, data: bytes) -> None:
         offset = 0
@@ -138,9 +154,27 @@ class Watcher:
             if name in _SKIP_DIRS:
                 continue
             self._changed.add(rel)
+            if not mask & _IN_ISDIR and mask & (_IN_CREATE | _IN_MOVED_TO) and _linked(self.root / rel):
+                self._linked.update(self._names_of(rel))
             if mask & _IN_ISDIR and mask & (_IN_CREATE | _IN_MOVED_TO):
                 self._watch_tree(rel)
                 self._changed.update(self._files_under(rel))
+
+    def _names_of(self, rel: str) -> list[str]:
+        """Every name the file ``rel`` has in the watched tree (a hard link just made: rare, so a walk is fine)."""
+        try:
+            inode = os.lstat(self.root / rel).st_ino
+        except OSError:
+            return [rel]
+        names = [rel]
+        for current, subdirs, files in os.walk(self.root):
+            subdirs[:] = [d for d in subdirs if d not in _SKIP_DIRS]
+            for name in files:
+                path = os.path.join(current, name)
+                with contextlib.suppress(OSError):
+                    if os.lstat(path).st_ino == inode:
+                        names.append(os.path.relpath(path, self.root))
+        return names
 
     def _files_under(self, rel: str) -> list[str]:
         found = []

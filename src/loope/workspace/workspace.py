@@ -7,18 +7,21 @@ edits the files on purpose, and still leaves the user's ``.git`` alone).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from loope.enums import WorkspaceMode
 from loope.errors import LoopeError
 from loope.proc import run_process
-from loope.records.atomic import write_text
+from loope.records.atomic import write_bytes, write_text
 from loope.records.model import FileChange
 from loope.workspace import safefs
-from loope.workspace.git import Git, GitError, safe_command, safe_env, toplevel
+from loope.workspace.changes import ChangeFeed, ChangeTracker
+from loope.workspace.git import Comparison, Git, safe_command, safe_env, toplevel
+from loope.workspace.ignores import FrozenIgnores, collect
 from loope.workspace.watch import Watcher
 
 LOOPE_DIR = ".loope"
@@ -35,6 +38,12 @@ def ensure_loope_dir(root: Path) -> Path:
     return path
 
 
+INDEX_FILE = "workspace.index"
+"""loope's own index of the workspace, in the run dir: the agent's git commands use another one."""
+IGNORES_FILE = "ignore-rules"
+"""The user's ignore rules as the run started (see ignores.py)."""
+
+
 @dataclass
 class Workspace:
     """The tree the agents edit, and the git history loope keeps of it."""
@@ -49,10 +58,17 @@ class Workspace:
     """The last committed state."""
     branch: str | None = None
     git_dir: Path | None = None
-    watcher: Watcher | None = None
-    """Tells which paths changed, so a step costs what it touched; None: scan the tree."""
+    run_dir: Path | None = None
+    tracker: ChangeTracker | None = None
+    """Tells which paths changed, so a step costs what it touched (set by ``start_watching``)."""
+    mirror: Path | None = None
+    """The index the agent's own git commands read, kept equal to loope's after each commit."""
     clean: bool = False
-    """The index is known to equal ``head`` (nothing staged since the last commit, reset or restore)."""
+    """loope's index is known to equal ``head`` (nothing staged since the last commit, reset or restore)."""
+    _head_tree: str | None = None
+    _pending: tuple[str, Comparison] | None = None
+    """The tree staged by ``pending`` and how it differs from ``head``, while nothing else touched the index."""
+    _compared: dict[tuple[str, str], Comparison] = field(default_factory=dict)
 
     # -- creating -----------------------------------------------------------------------------
 
@@ -65,10 +81,13 @@ class Workspace:
         if chosen == WorkspaceMode.WORKTREE:
             if top is None:
                 raise LoopeError(f"{workdir} is not in a git repository; run `git init` there or use --workspace copy")
-            return cls._worktree(workdir, top, run_dir, branch or f"loope/{run_id}")
-        if chosen == WorkspaceMode.COPY:
-            return cls._copy(workdir, top, run_dir)
-        return cls._in_place(workdir, run_dir)
+            ws = cls._worktree(workdir, top, run_dir, branch or f"loope/{run_id}")
+        elif chosen == WorkspaceMode.COPY:
+            ws = cls._copy(workdir, top, run_dir)
+        else:
+            ws = cls._in_place(workdir, run_dir)
+        ws._own_index(run_dir)
+        return ws
 
     @classmethod
     def _worktree(cls, workdir: Path, top: Path, run_dir: Path, branch: str) -> Workspace:
@@ -87,7 +106,16 @@ class Workspace:
         sub = workdir.resolve().relative_to(top.resolve())
         path = tree / sub
         ensure_loope_dir(path)
-        return cls(WorkspaceMode.WORKTREE, path, _confined(tree, git_dir), base, base, branch=branch, git_dir=git_dir)
+        return cls(
+            WorkspaceMode.WORKTREE,
+            path,
+            _confined(tree, git_dir),
+            base,
+            base,
+            branch=branch,
+            git_dir=git_dir,
+            run_dir=run_dir,
+        )
 
     @classmethod
     def _copy(cls, workdir: Path, top: Path | None, run_dir: Path) -> Workspace:
@@ -105,7 +133,7 @@ class Workspace:
         ensure_loope_dir(tree)
         git = _confined(tree, git_dir)
         base = git.commit_all("loope: the workdir as the run started")
-        return cls(WorkspaceMode.COPY, tree, git, base, base, git_dir=git_dir)
+        return cls(WorkspaceMode.COPY, tree, git, base, base, git_dir=git_dir, run_dir=run_dir)
 
     @classmethod
     def _in_place(cls, workdir: Path, run_dir: Path) -> Workspace:
@@ -116,7 +144,24 @@ class Workspace:
         git = Git(workdir, git_dir)
         git.run("config", "core.bare", "false")
         base = git.commit_all("loope: the workdir as the run started")
-        return cls(WorkspaceMode.IN_PLACE, workdir, git, base, base, git_dir=git_dir)
+        return cls(WorkspaceMode.IN_PLACE, workdir, git, base, base, git_dir=git_dir, run_dir=run_dir)
+
+    def _own_index(self, run_dir: Path) -> None:
+        """From here on loope stages into an index of its own, with the user's ignore rules frozen.
+
+        The agent's git commands keep the usual index (``git status`` works for it), but nothing
+        it does there (flags, ``git rm``, commits) changes what loope sees.
+        """
+        self.mirror = Path(self.git.out("rev-parse", "--path-format=absolute", "--git-path", "index"))
+        index = (run_dir / INDEX_FILE).absolute()
+        shutil.copyfile(self.mirror, index)
+        self.git = self.git.with_env(GIT_INDEX_FILE=str(index))
+        tracker = ChangeTracker(self.git, None)
+        sub = self.path.resolve().relative_to(self.git.work_tree.resolve()).as_posix()
+        own = f"/{sub}/{LOOPE_DIR}/" if sub != "." else f"/{LOOPE_DIR}/"
+        rules = collect(self.git, tracker.tracked, extra=[own])
+        tracker.ignores = FrozenIgnores.freeze(run_dir / IGNORES_FILE, rules)
+        self.tracker = tracker
 
     # -- reopening (resume, apply, show) ------------------------------------------------------
 
@@ -126,63 +171,107 @@ class Workspace:
     ) -> Workspace:
         if mode == WorkspaceMode.IN_PLACE:
             git = Git(path, git_dir)
+            run_dir = git_dir.parent if git_dir is not None else None
         else:
             tree = _tree_of(path)
             git = _confined(tree, git_dir) if tree is not None else Git(path)
-        return cls(mode, path, git, base, head, branch=branch, git_dir=git_dir)
+            run_dir = tree.parent if tree is not None else None
+        ws = cls(mode, path, git, base, head, branch=branch, git_dir=git_dir, run_dir=run_dir)
+        if run_dir is None or not path.is_dir():
+            return ws
+        index = (run_dir / INDEX_FILE).absolute()
+        if index.is_file():
+            ws.mirror = Path(git.out("rev-parse", "--path-format=absolute", "--git-path", "index"))
+            ws.git = git.with_env(GIT_INDEX_FILE=str(index))
+            ws.tracker = ChangeTracker(ws.git, FrozenIgnores.load(run_dir / IGNORES_FILE))
+        return ws
 
     # -- per step -----------------------------------------------------------------------------
 
-    def start_watching(self) -> None:
-        """Listen for changes from now on (every directory holding tracked files, and new ones)."""
-        listing = self.git.run("ls-files", "-z", "--full-name").text
-        dirs = {os.path.dirname(p) for p in listing.split("\0") if p}
-        top = self.git.work_tree
-        self.watcher = Watcher(top, {d for d in dirs if d} | _parents(dirs))
-        if not self.watcher.active:
-            self.watcher = None
+    def start_watching(self, feed: ChangeFeed | None = None) -> None:
+        """Listen for changes from now on: ``feed``, or inotify on every directory a change can appear in.
+
+        ``LOOPE_WATCH=scan`` turns inotify off (each step then scans the tree), for file systems
+        whose notifications cannot be trusted.
+        """
+        tracker = self._changes()
+        if feed is None and os.environ.get("LOOPE_WATCH") != "scan":
+            watcher = Watcher(self.git.work_tree, tracker.watch_dirs())
+            feed = watcher if watcher.active else None
+        tracker.feed = feed
 
     def stop_watching(self) -> None:
-        if self.watcher is not None:
-            self.watcher.close()
-            self.watcher = None
+        if self.tracker is not None:
+            self.tracker.close()
+
+    def _changes(self) -> ChangeTracker:
+        if self.tracker is None:
+            self.tracker = ChangeTracker(self.git, None)
+        return self.tracker
 
     def _stage_changes(self) -> bool:
-        """Stage every change in the tree (the paths the watcher saw, or a full scan); False if none was seen."""
-        seen = self.watcher.drain() if self.watcher is not None else None
-        if seen is None or len(seen) > 2000:
-            self.git.add_all()
-            return True
-        changed = self.git.status_paths(sorted(seen)) if seen else []
-        try:
-            self.git.stage(changed)
-        except GitError:  # a path "beyond a symbolic link" (a directory became a link): stage the whole tree
-            self.git.add_all()
-        return bool(changed)
+        """Stage every file changed on disk since the last look; False if none was seen."""
+        tracker = self._changes()
+        paths = tracker.changed_paths()
+        self.git.update_index(paths)
+        tracker.staged(paths)
+        return bool(paths)
+
+    def head_tree(self) -> str:
+        if self._head_tree is None:
+            self._head_tree = self.git.tree_of(self.head)
+        return self._head_tree
 
     def pending(self) -> list[FileChange]:
         """What differs from ``head`` in the tree (staged as a side effect, never committed)."""
         if not self._stage_changes() and self.clean:
             return []
         self.clean = False
-        return self.git.changes(self.head)
+        tree = self.git.write_tree()
+        if self._pending is not None and self._pending[0] == tree:
+            return self._pending[1].changes
+        comparison = Comparison([], b"") if tree == self.head_tree() else self.git.compare(self.head_tree(), tree)
+        self._pending = (tree, comparison)
+        return comparison.changes
 
     def commit(self, message: str, staged: list[FileChange] | None = None) -> list[FileChange]:
         """Commit what changed since ``head``; the changed files (empty when nothing changed).
 
         ``staged`` is what ``pending`` just returned, when nothing has changed since (saves a scan).
         """
-        changes = self.pending() if staged is None else staged
-        if changes:
-            self.head = self.git.commit_index(message, self.head)
+        if staged is None or self._pending is None:
+            self.pending()
+        assert self._pending is not None or self.clean
+        if self._pending is None or not self._pending[1].changes:
+            self._settled()
+            return []
+        tree, comparison = self._pending
+        old = self.head
+        self.head = self.git.commit_tree(tree, old, message)
+        self._head_tree = tree
+        self._compared[(old, self.head)] = comparison
+        self._settled()
+        self._mirror_index()
+        return comparison.changes
+
+    def _settled(self) -> None:
+        self._pending = None
         self.clean = True
-        return changes
+
+    def _mirror_index(self) -> None:
+        """Give the agent's git the index loope just committed (its ``git status`` then shows no change)."""
+        index = self.git.index_file
+        if self.mirror is None or index is None:
+            return
+        with contextlib.suppress(OSError):  # the agent's view only: loope's own records do not depend on it
+            write_bytes(self.mirror, index.read_bytes())
 
     def restore(self, paths: list[str]) -> None:
         """Put ``paths`` back as they are at ``head`` (deleting files that did not exist there)."""
         if not paths:
             return
         self.clean = False
+        self._pending = None
         existing = set(self.git.entries(self.head, paths))
         tracked = [p for p in paths if p in existing]
         for rel in paths:
@@ -191,18 +280,20 @@ class Workspace:
                 safefs.remove(self.git.work_tree, rel)  # never through a link on the way
         if tracked:
             self.git.run("checkout", self.head, "--", *tracked)
+        self._changes().staged(paths)
 
     def reset(self, commit: str) -> None:
         """Discard everything after ``commit``, whatever state the tree is in (a full reset)."""
-        self.git.reset_hard(commit)
-        if self.watcher is not None:
-            self.watcher.drain()
-        self.head = commit
-        self.clean = True
+        tracker = self._changes()
+        self.git.reset_hard(commit, keep=tracker.ignores.path if tracker.ignores else None)
+        tracker.forget_index()
+        if tracker.feed is not None:
+            tracker.feed.drain()
+        self._moved(commit)
 
     def revert_to(self, commit: str) -> None:
         """Go back to ``commit`` from a clean ``head``, touching only the files that differ between them."""
-        changes = self.git.changes(commit, self.head)
+        changes = self.changes(commit, self.head)
         restored = [c.path for c in changes if c.status != "added"]
         added = [c.path for c in changes if c.status == "added"]
         self.git.run("reset", "-q", "--soft", commit)
@@ -210,18 +301,34 @@ class Workspace:
             self.git.run("checkout", commit, "--", *restored)
         if added:
             self.git.run("rm", "-q", "-f", "--", *added)
+        self._changes().staged([c.path for c in changes])
+        self._moved(commit)
+
+    def _moved(self, commit: str) -> None:
         self.head = commit
-        self.clean = True
+        self._head_tree = None
+        self._settled()
+        self._mirror_index()
 
     def keep_ref(self, name: str, commit: str) -> None:
         """Keep ``commit`` reachable under ``refs/loope/<name>`` (a reverted attempt, say)."""
         self.git.run("update-ref", f"refs/loope/{name}", commit)
 
+    def compare(self, old: str | None = None, new: str | None = None) -> Comparison:
+        """How ``new`` (``head``) differs from ``old`` (``base``): files and patch, from one git call."""
+        key = (old or self.base, new or self.head)
+        found = self._compared.get(key)
+        if found is None:
+            found = self.git.compare(*key)
+            self._compared = dict(list(self._compared.items())[-7:])  # a few recent ones are all a run reuses
+            self._compared[key] = found
+        return found
+
     def changes(self, old: str | None = None, new: str | None = None) -> list[FileChange]:
-        return self.git.changes(old or self.base, new or self.head)
+        return self.compare(old, new).changes
 
     def diff(self, old: str | None = None, new: str | None = None) -> str:
-        return self.git.diff(old or self.base, new or self.head)
+        return self.compare(old, new).text
 
 
 def drop_branch(repo: Path, branch: str) -> None:
@@ -230,14 +337,6 @@ def drop_branch(repo: Path, branch: str) -> None:
     if git.rev(f"refs/heads/{branch}"):
         git.run("worktree", "prune", check=False)
         git.run("branch", "-D", branch, check=False)
-
-
-def _parents(dirs: set[str]) -> set[str]:
-    out: set[str] = set()
-    for d in dirs:
-        parts = Path(d).parts
-        out.update(str(Path(*parts[:i])) for i in range(1, len(parts)))
-    return out
 
 
 def _confined(tree: Path, git_dir: Path | None) -> Git:

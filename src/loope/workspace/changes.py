@@ -1,0 +1,132 @@
+"""Which paths a step changed, so that staging costs what the step touched and nothing can hide.
+
+A change feed (Linux inotify by default; another workspace mode may supply its own list) names
+the paths written since the last look. They are staged as they are on disk into loope's own
+index, whatever the agent did to git's view of them: ``.gitignore`` files it wrote, index flags it
+set (``skip-worktree``, ``assume-unchanged``), ``git rm`` / ``git mv`` / ``git commit`` it ran. Only
+the user's ignore rules as the run started keep a new file out. Without a feed, or when it
+overflowed, a scan of the tree finds the same paths.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Protocol
+
+from loope.workspace.git import Git
+from loope.workspace.ignores import FrozenIgnores
+
+SKIP_DIRS = frozenset({".git"})
+
+
+class ChangeFeed(Protocol):
+    """Tells which paths changed since the last call."""
+
+    def drain(self) -> set[str] | None:
+        """Paths (from the top of the work tree) changed since the last call; None when only a scan can tell."""
+
+    def close(self) -> None: ...
+
+
+class ChangeTracker:
+    """The paths to stage after a step, and which files loope's index holds."""
+
+    def __init__(self, git: Git, ignores: FrozenIgnores | None) -> None:
+        self.git = git
+        self.ignores = ignores
+        self.feed: ChangeFeed | None = None
+        self._tracked: set[str] | None = None
+
+    # -- what the index holds ------------------------------------------------------------------
+
+    @property
+    def tracked(self) -> set[str]:
+        if self._tracked is None:
+            listing = self.git.run("ls-files", "-z", "--full-name").stdout or b""
+            self._tracked = {os.fsdecode(p) for p in listing.split(b"\0") if p}
+        return self._tracked
+
+    def forget_index(self) -> None:
+        """The index was rewritten wholesale (a reset): read it again when next needed."""
+        self._tracked = None
+
+    def staged(self, paths: Iterable[str]) -> None:
+        """``paths`` were just staged from disk: existing ones are in the index now, missing ones are not."""
+        tracked, top = self.tracked, self.git.work_tree
+        for path in paths:
+            if os.path.lexists(top / path):
+                tracked.add(path)
+            else:
+                tracked.discard(path)
+
+    # -- watching ------------------------------------------------------------------------------
+
+    def watch_dirs(self) -> set[str]:
+        """Every directory a change can appear in: those holding tracked files, and all not ignored on disk."""
+        dirs: set[str] = set()
+        for path in self.tracked:
+            parent = os.path.dirname(path)
+            while parent and parent not in dirs:
+                dirs.add(parent)
+                parent = os.path.dirname(parent)
+        top = self.git.work_tree
+        for current, subdirs, _files in os.walk(top):
+            rel_dir = os.path.relpath(current, top)
+            keep = []
+            for name in subdirs:
+                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+                if name in SKIP_DIRS or (rel not in dirs and self._ignored(f"{rel}/")):
+                    continue
+                keep.append(name)
+                dirs.add(rel)
+            subdirs[:] = keep
+        return dirs
+
+    def _ignored(self, path: str) -> bool:
+        return self.ignores is not None and self.ignores.ignored(path)
+
+    # -- what to stage -------------------------------------------------------------------------
+
+    def changed_paths(self) -> list[str]:
+        """The files to stage now: what the feed saw (or a scan found), filtered through the frozen rules."""
+        seen = self.feed.drain() if self.feed is not None else None
+        if seen is None:
+            return self.scan()
+        return self._filter(seen)
+
+    def _filter(self, seen: set[str]) -> list[str]:
+        tracked, top = self.tracked, self.git.work_tree
+        out: set[str] = set()
+        for path in seen:
+            full = top / path
+            if any(part in SKIP_DIRS for part in Path(path).parts):
+                continue
+            if os.path.islink(full) or os.path.isfile(full):
+                if path in tracked or not self._ignored(path):
+                    out.add(path)
+            elif os.path.isdir(full):
+                continue  # its files are reported one by one (the feed lists what a new directory holds)
+            elif path in tracked:
+                out.add(path)  # deleted
+            else:
+                prefix = f"{path}/"  # a directory deleted or moved away: the files it held
+                out.update(p for p in tracked if p.startswith(prefix))
+        return sorted(out)
+
+    def scan(self) -> list[str]:
+        """Every file that differs from the index, found by looking at the whole tree (the slow way)."""
+        modified = self.git.run("diff-files", "--name-only", "-z").stdout or b""
+        args = ["ls-files", "-z", "--others"]
+        if self.ignores is not None:
+            args.append(f"--exclude-from={self.ignores.path}")
+        untracked = self.git.run(*args).stdout or b""
+        # A nested repository is listed as ``dir/``: git cannot stage it as files, and neither does loope.
+        found = {os.fsdecode(p) for p in (modified + b"\0" + untracked).split(b"\0") if p and not p.endswith(b"/")}
+        return sorted(found)
+
+    def close(self) -> None:
+        if self.feed is not None:
+            self.feed.close()
+            self.feed = None
