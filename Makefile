@@ -45,7 +45,7 @@ test: $(STAMP) agents lint typecheck
 	LOOPE_AGENTS_DIR=$(abspath $(AGENTS_DIR)) $(BIN)/pytest
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/overhead.py
+	$(BIN)/python benchmarks/costs.py
 
 clean:
 	rm -rf $(VENV) $(AGENTS_DIR) .mypy_cache .ruff_cache

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -500,16 +501,54 @@ def _wait(
     started: float,
     grace_s: float,
 ) -> tuple[bool, bool]:
-    """Wait for ``proc``; returns (timed_out, cancelled)."""
-    while True:
-        try:
-            proc.wait(timeout=_POLL_S)
-            return False, False
-        except subprocess.TimeoutExpired:
-            pass
-        if cancel is not None and cancel.is_set():
-            _terminate(proc, min(grace_s, 5.0))
-            return False, True
-        if timeout is not None and time.monotonic() - started > timeout:
-            _terminate(proc, grace_s)
-            return True, False
+    """Wait for ``proc``; returns (timed_out, cancelled).
+
+    The end of the process is noticed at once (``Popen.wait`` with a timeout sleeps in steps,
+    which would add milliseconds to every short git command): with nothing to watch for, a plain
+    blocking wait; otherwise a poll on the process's pidfd, waking at least every ``_POLL_S``.
+    """
+    if timeout is None and cancel is None:
+        proc.wait()
+        return False, False
+    exited = _exit_watch(proc)
+    try:
+        while True:
+            if exited is not None:
+                exited.wait(_POLL_S)
+            try:
+                proc.wait(timeout=0 if exited is not None else _POLL_S)
+                return False, False
+            except subprocess.TimeoutExpired:
+                pass
+            if cancel is not None and cancel.is_set():
+                _terminate(proc, min(grace_s, 5.0))
+                return False, True
+            if timeout is not None and time.monotonic() - started > timeout:
+                _terminate(proc, grace_s)
+                return True, False
+    finally:
+        if exited is not None:
+            exited.close()
+
+
+class _ExitWatch:
+    """Readable when a process exits (a Linux pidfd); ``wait`` sleeps until then or for at most ``seconds``."""
+
+    def __init__(self, pid: int) -> None:
+        self._fd = os.pidfd_open(pid)
+        self._poller = select.poll()
+        self._poller.register(self._fd, select.POLLIN)
+
+    def wait(self, seconds: float) -> None:
+        self._poller.poll(seconds * 1000)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+def _exit_watch(proc: subprocess.Popen[bytes]) -> _ExitWatch | None:
+    try:
+        return _ExitWatch(proc.pid)
+    except (AttributeError, OSError):  # no pidfd on this system: poll in steps instead
+        return None

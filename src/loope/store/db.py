@@ -1,15 +1,18 @@
 """The SQLite control plane and index (``.loope/loope.db``): runs, steps, lessons, stop flags.
 
 The run directory stays the record; the store answers "what is running", carries stop requests
-between processes, and keeps lessons for later runs. Every operation opens its own short
-connection (WAL mode), so the engine's threads and other loope processes never share one.
+between processes, and keeps lessons for later runs. Each thread keeps one connection of its
+own (WAL mode), so the engine's threads and other loope processes never share one, and a write
+costs no reopening (closing the last connection checkpoints the log to disk, every time).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ BUSY_TIMEOUT_S = 5.0
 class Store:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._local = threading.local()
         with self._connect() as conn:
             migrate(conn)
 
@@ -33,22 +37,51 @@ class Store:
 
         return cls(ensure_loope_dir(workdir) / DB_NAME)
 
+    def _reusable(self) -> sqlite3.Connection | None:
+        """This thread's open connection, unless the database file was replaced or removed since."""
+        held: tuple[sqlite3.Connection, int] | None = getattr(self._local, "held", None)
+        if held is None:
+            return None
+        try:
+            same = os.stat(self.path).st_ino == held[1]
+        except OSError:
+            same = False
+        if not same:
+            self.close()
+            return None
+        return held[0]
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        held = getattr(self._local, "held", None)
+        if held is not None:
+            self._local.held = None
+            held[0].close()
+
+    def _locked(self) -> LoopeError:
+        return LoopeError(f"the run database {self.path} is locked by another process; retry in a moment")
+
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
+        conn = self._reusable()
+        fresh = conn is None
+        if conn is None:
+            try:
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            except sqlite3.Error as exc:
+                raise LoopeError(f"cannot open the run database {self.path}: {exc}") from None
         try:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise LoopeError(f"cannot open the run database {self.path}: {exc}") from None
-        try:
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA foreign_keys=ON")
+            if fresh:
+                conn.row_factory = sqlite3.Row
+                conn.execute("PRAGMA journal_mode=WAL")
+                # No fsync per write: the store indexes runs whose truth is run.json; WAL keeps it consistent.
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA foreign_keys=ON")
+                self._local.held = (conn, os.stat(self.path).st_ino)
             yield conn
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise LoopeError(
-                    f"the run database {self.path} is locked by another process; retry in a moment"
-                ) from None
+            if _busy(exc):
+                raise self._locked() from None
             if "disk is full" in str(exc):
                 raise LoopeError(
                     f"the disk is full: the run database {self.path} cannot grow; free some space, then start again"
@@ -60,7 +93,8 @@ class Store:
                 " (run directories are kept)"
             ) from None
         finally:
-            conn.close()
+            if fresh and getattr(self._local, "held", None) is None:
+                conn.close()  # it failed before it was kept
 
     # -- runs ---------------------------------------------------------------------------------
 
@@ -194,6 +228,10 @@ class Store:
         with self._connect() as conn:
             rows = conn.execute("SELECT * FROM lessons ORDER BY created_at DESC").fetchall()
         return [dict(r) for r in rows]
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
 
 
 @contextlib.contextmanager

@@ -1,0 +1,307 @@
+"""What loope's work costs against the floor: the same work done directly with git or the shell.
+
+Every row is measured in this one run, loope and floor samples interleaved (so the machine's mood
+weighs on both alike), on generated repositories whose files all have distinct contents. Ratios,
+not absolute times, are what to compare across machines.
+
+  dry-run             `loope run --dry-run` on the big repo vs `git worktree add` + `git worktree remove`
+  iteration           one iteration (trivial exec agent, small repo) vs a shell loop: agent, add, write-tree,
+                      commit-tree, update-ref
+  repo size           one iteration on the big repo vs one on the small repo
+  run length          iterations 91-100 vs iterations 1-10 of one 100-iteration run
+  apply               `loope apply` of a run that changed 2,000 files vs `git diff | git apply`
+  200 MB of output    the implementer step of an agent printing 200 MB vs the same agent `> file`; peak RSS
+  startup             each read-only command vs `python -c pass`
+
+Usage: python benchmarks/costs.py [--files 20000] [--small 2000] [--iterations 100] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+_SCRIPT = Path(sys.executable).parent / "loope"
+LOOPE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "loope"]  # the console script users run
+ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@localhost",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@localhost",
+    "NO_COLOR": "1",
+}
+# The agent of the iteration rows: one small edit, with contents that differ every time.
+EDIT_AGENT = '#!/bin/sh\necho "iteration $LOOPE_ITERATION $$" >> bench-notes.txt\necho done\n'
+REWRITE_AGENT = '#!/bin/sh\nfor f in d*/f*.txt; do echo "rewritten $f" >> "$f"; done\necho ok\n'
+LOUD_AGENT = "#!/bin/sh\nyes 'a line of agent output, as long as a log line would be' | head -c {n}\necho\necho done\n"
+# The floor of one iteration: the same agent, then the git plumbing that records its change.
+FLOOR_LOOP = """#!/bin/sh
+set -e
+i=0
+while [ $i -lt {n} ]; do
+  i=$((i + 1))
+  LOOPE_ITERATION=$i sh {agent} > /dev/null
+  git add -A
+  tree=$(git write-tree)
+  commit=$(git commit-tree "$tree" -p HEAD -m "iteration $i")
+  git update-ref HEAD "$commit"
+done
+"""
+MEASURE_RSS = """
+import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def sh(args: list[str], cwd: Path, **kw: object) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(args, cwd=cwd, env=ENV, check=True, capture_output=True, **kw)  # type: ignore[call-overload, no-any-return]
+
+
+def timed(args: list[str], cwd: Path, *, ok: tuple[int, ...] = (0,), env: dict[str, str] | None = None) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(args, cwd=cwd, env=env or ENV, capture_output=True, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode not in ok:
+        raise SystemExit(f"{' '.join(args)} failed ({done.returncode}): {done.stderr.decode()[-800:]}")
+    return elapsed
+
+
+def make_repo(root: Path, files: int) -> Path:
+    """A committed repository of ``files`` files of ~1 KB, no two alike."""
+    repo = root / f"repo-{files}"
+    for i in range(files):
+        path = repo / f"d{i // 500:03d}" / f"f{i:05d}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"file {i} line {j}: {'x' * 40}\n" for j in range(16)))
+    sh(["git", "init", "-q", "-b", "main"], repo)
+    sh(["git", "add", "-A"], repo)
+    sh(["git", "commit", "-qm", "generated"], repo)
+    return repo
+
+
+def script(root: Path, name: str, body: str) -> Path:
+    path = root / name
+    path.write_text(body)
+    path.chmod(0o755)
+    return path
+
+
+def last_run(repo: Path) -> Path:
+    return sorted((repo / ".loope" / "runs").iterdir())[-1]
+
+
+def events(run: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+
+
+def ts(event: dict[str, object]) -> float:
+    return datetime.fromisoformat(str(event["ts"]).replace("Z", "+00:00")).timestamp()
+
+
+def iteration_times(run: Path) -> list[float]:
+    """Each iteration's duration, from its start to its end, in the run's own events."""
+    starts: dict[object, float] = {}
+    out = []
+    for event in events(run):
+        if event["type"] == "iteration_started":
+            starts[event["iteration"]] = ts(event)
+        elif event["type"] == "iteration_finished":
+            out.append(ts(event) - starts[event["iteration"]])
+    return out
+
+
+def step_time(run: Path, role: str) -> float:
+    started = next(ts(e) for e in events(run) if e["type"] == "step_started" and e.get("role") == role)
+    finished = next(ts(e) for e in events(run) if e["type"] == "step_finished" and e.get("role") == role)
+    return finished - started
+
+
+def remove_workspace(repo: Path, run: Path) -> None:
+    if (run / "workspace").exists():
+        sh(["git", "worktree", "remove", "--force", str(run / "workspace")], repo)
+
+
+def loop_run(repo: Path, agent: Path, iterations: int) -> Path:
+    args = [*LOOPE, "run", "bench", "--implementer", f"exec:{agent}", "--no-review", "--quiet"]
+    timed([*args, "--max-iters", str(iterations), "--stall-after", str(iterations + 1)], repo, ok=(0, 1))
+    run = last_run(repo)
+    remove_workspace(repo, run)
+    return run
+
+
+def floor_iterations(repo: Path, agent: Path, n: int) -> float:
+    """Per-iteration time of the shell floor, in a scratch clone of ``repo``."""
+    clone = repo.parent / f"floor-{repo.name}"
+    shutil.rmtree(clone, ignore_errors=True)
+    sh(["git", "clone", "-q", "--shared", str(repo), str(clone)], repo.parent)
+    loop = script(repo.parent, "floor.sh", FLOOR_LOOP.format(n=n, agent=agent))
+    elapsed = timed(["sh", str(loop)], clone)
+    shutil.rmtree(clone, ignore_errors=True)
+    return elapsed / n
+
+
+def median(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+class Table:
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, str, float, str]] = []
+
+    def add(self, work: str, loope: str, floor: str, ratio: float, target: str) -> None:
+        self.rows.append((work, loope, floor, ratio, target))
+        print(f"  {work}: {loope} vs {floor} = {ratio:.2f}x (target {target})", flush=True)
+
+    def render(self) -> str:
+        lines = ["| work | loope | floor | ratio | target |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {w} | {lo} | {fl} | {r:.2f}x | {t} |" for w, lo, fl, r, t in self.rows]
+        return "\n".join(lines)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def bench_dry_run(table: Table, big: Path, files: int, repeat: int) -> None:
+    floors, loopes = [], []
+    for i in range(repeat):
+        target = big.parent / f"wt-{i}"
+        started = time.perf_counter()
+        sh(["git", "worktree", "add", "-q", "--detach", str(target), "HEAD"], big)
+        sh(["git", "worktree", "remove", "--force", str(target)], big)
+        floors.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        timed([*LOOPE, "run", "bench", "--dry-run", "--no-review", "--quiet"], big)
+        remove_workspace(big, last_run(big))  # a no-op once loope removes a finished run's worktree itself
+        loopes.append(time.perf_counter() - started)
+    f, d = median(floors), median(loopes)
+    table.add(f"dry-run, {files} files", ms(d), f"worktree add + remove {ms(f)}", d / f, "≤ 1.2x")
+
+
+def bench_iterations(table: Table, repos: tuple[Path, Path], sizes: tuple[int, int], n: int, repeat: int) -> None:
+    small, big = repos
+    agent = script(small.parent, "edit.sh", EDIT_AGENT)
+    floors, per_small, per_big = [], [], []
+    long_run: list[float] = []
+    for i in range(repeat):
+        floors.append(floor_iterations(small, agent, 20))
+        times = iteration_times(loop_run(small, agent, n if i == 0 else 20))
+        if i == 0:
+            long_run = times
+        per_small.append(median(times[:20]))
+        per_big.append(median(iteration_times(loop_run(big, agent, 20))))
+    one, floor = median(per_small), median(floors)
+    table.add(f"one iteration, {sizes[0]} files", ms(one), f"shell loop {ms(floor)}", one / floor, "≤ 1.3x")
+    large = median(per_big)
+    table.add(f"one iteration, {sizes[1]} vs {sizes[0]} files", ms(large), ms(one), large / one, "≤ 1.15x")
+    first, last = statistics.mean(long_run[:10]), statistics.mean(long_run[n - 10 : n])
+    table.add(f"iterations {n - 9}-{n} vs 1-10", ms(last), ms(first), last / first, "≤ 1.1x")
+
+
+def bench_apply(table: Table, root: Path, changed: int, repeat: int) -> None:
+    repo = make_repo(root, changed)
+    agent = script(root, "rewrite.sh", REWRITE_AGENT)
+    timed([*LOOPE, "run", "rewrite", "--implementer", f"exec:{agent}", "--no-review", "--quiet"], repo, ok=(0, 1))
+    run = last_run(repo)
+    record = json.loads((run / "run.json").read_text())
+    base, head = record["workspace"]["base"], record["workspace"]["head"]
+    floor_cmd = f"git diff --binary {base} {head} | git apply"
+    floors, loopes = [], []
+    for _ in range(repeat):
+        floors.append(timed(["sh", "-c", floor_cmd], repo))
+        sh(["git", "checkout", "-q", "--", "."], repo)
+        loopes.append(timed([*LOOPE, "apply", run.name], repo))
+        sh(["git", "checkout", "-q", "--", "."], repo)
+    f, a = median(floors), median(loopes)
+    table.add(f"apply, {changed} changed files", ms(a), f"git diff | git apply {ms(f)}", a / f, "≤ 1.5x")
+
+
+def bench_output(table: Table, root: Path, size: int, repeat: int) -> None:
+    repo = make_repo(root / "loud", 10)
+    agent = script(root, "loud.sh", LOUD_AGENT.format(n=size))
+    sink = root / "loud.out"
+    floors, steps, peaks = [], [], []
+    for _ in range(repeat):
+        floors.append(timed(["sh", "-c", f"{agent} > {sink}"], repo))
+        sink.unlink()
+        loope = [*LOOPE, "run", "loud", "--implementer", f"exec:{agent}", "--no-review", "--max-iters", "1"]
+        done = sh([sys.executable, "-c", MEASURE_RSS, *loope, "--quiet"], repo)
+        peaks.append(int(done.stdout.split()[-1]))
+        run = last_run(repo)
+        steps.append(step_time(run, "implementer"))
+        remove_workspace(repo, run)
+        shutil.rmtree(run)
+    f, s = median(floors), median(steps)
+    peak = max(peaks) / 1024
+    table.add(f"agent printing {size // 1_000_000} MB", f"{ms(s)}, {peak:.0f} MB peak RSS", f"`> file` {ms(f)}", s / f,
+              "≤ 3x, < 100 MB")  # fmt: skip
+
+
+def bench_startup(table: Table, big: Path, samples: int) -> None:
+    run_id = last_run(big).name.split("-", 1)[0]
+    bare_env = {**ENV, "PATH": "/usr/bin:/bin"}  # doctor and adapters find no agent binary to run
+    commands = {
+        "runs": ["runs"],
+        "status": ["status", run_id],
+        "show": ["show", run_id],
+        "logs": ["logs", run_id],
+        "adapters": ["adapters"],
+        "doctor": ["doctor"],
+    }
+    bare: list[float] = []
+    found: dict[str, list[float]] = {name: [] for name in commands}
+    missing = [name for name, args in commands.items() if _unknown_command(big, args[0])]
+    for name in missing:
+        print(f"  `loope {name}`: no such command here; skipped", flush=True)
+        del commands[name], found[name]
+    for _ in range(samples):
+        bare.append(timed([sys.executable, "-c", "pass"], big))
+        for name, args in commands.items():
+            found[name].append(timed([*LOOPE, *args], big, ok=(0, 1), env=bare_env))
+    b = median(bare)
+    for name in commands:
+        t = median(found[name])
+        table.add(f"`loope {name}` start", ms(t), f"`python -c pass` {ms(b)}", t / b, "≤ 4x")
+
+
+def _unknown_command(cwd: Path, name: str) -> bool:
+    done = subprocess.run([*LOOPE, name, "--help"], cwd=cwd, env=ENV, capture_output=True, check=False)
+    return done.returncode == 2 and b"No such command" in done.stderr
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--small", type=int, default=2_000)
+    parser.add_argument("--iterations", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--output-mb", type=int, default=200)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="loope-bench-"))
+    table = Table()
+    try:
+        print(f"generating repositories of {args.files} and {args.small} files …", flush=True)
+        big, small = make_repo(root, args.files), make_repo(root, args.small)
+        bench_dry_run(table, big, args.files, args.repeat)
+        bench_iterations(table, (small, big), (args.small, args.files), args.iterations, args.repeat)
+        bench_apply(table, root / "apply", 2000, args.repeat)
+        bench_output(table, root, args.output_mb * 1_000_000, args.repeat)
+        bench_startup(table, big, 10)
+        print("\n" + table.render())
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
