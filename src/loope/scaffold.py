@@ -214,7 +214,7 @@ class InitResult:
 
 def init_project(root: Path, options: InitOptions) -> InitResult:
     """Write loope.toml, .loope/program.md and the requested hook files; existing files are kept unless forced."""
-    from loope.workspace.workspace import ensure_loope_dir
+    from loope.workspace.loopedir import ensure_loope_dir
 
     if options.direction and options.direction not in ("lower", "higher"):
         raise LoopeError(f"--direction {options.direction!r}: use lower or higher")

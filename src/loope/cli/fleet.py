@@ -52,7 +52,7 @@ def start(file: Path, jobs: int | None, json_: bool, plain: bool, workdir: Path 
     from loope.records.rundir import slug
     from loope.store.fleets import FleetStore
     from loope.ui.fleet import fleet_display
-    from loope.workspace.workspace import ensure_loope_dir
+    from loope.workspace.loopedir import ensure_loope_dir
 
     home = project_dir(workdir)
     loaded = load_fleet(file.expanduser(), jobs=jobs)
@@ -174,7 +174,7 @@ def continue_(fleet_ref: str, json_: bool, plain: bool, workdir: Path | None) ->
 
 def _store(workdir: Path | None) -> FleetStore:
     from loope.store.fleets import FleetStore
-    from loope.workspace.workspace import ensure_loope_dir
+    from loope.workspace.loopedir import ensure_loope_dir
 
     return FleetStore(ensure_loope_dir(project_dir(workdir)) / "loope.db")
 

@@ -38,7 +38,7 @@ def verify(json_: bool, hook: str | None, workdir: Path | None) -> int:
     from loope.errors import LoopeError
     from loope.verify.gate import run_gate
     from loope.verify.metric import measure
-    from loope.workspace.workspace import ensure_loope_dir
+    from loope.workspace.loopedir import ensure_loope_dir
 
     root = project_dir(workdir)
     try:

@@ -52,7 +52,8 @@ from loope.spec import LoopSpec
 from loope.workspace import safefs
 from loope.workspace.git import toplevel
 from loope.workspace.guard import Guard
-from loope.workspace.workspace import LOOPE_DIR, Workspace
+from loope.workspace.loopedir import LOOPE_DIR
+from loope.workspace.workspace import Workspace
 
 
 class Engine:

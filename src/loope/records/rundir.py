@@ -117,7 +117,7 @@ class RunDir:
     @classmethod
     def allocate(cls, workdir: Path, goal: str) -> RunDir:
         """Create the next ``NNNN-slug`` run directory (safe against concurrent runs)."""
-        from loope.workspace.workspace import ensure_loope_dir
+        from loope.workspace.loopedir import ensure_loope_dir
 
         ensure_loope_dir(workdir)
         runs = workdir / RUNS

@@ -33,7 +33,7 @@ class Store:
 
     @classmethod
     def for_project(cls, workdir: Path) -> Store:
-        from loope.workspace.workspace import ensure_loope_dir
+        from loope.workspace.loopedir import ensure_loope_dir
 
         return cls(ensure_loope_dir(workdir) / DB_NAME)
 

@@ -22,21 +22,9 @@ from loope.workspace import safefs
 from loope.workspace.changes import ChangeFeed, ChangeTracker
 from loope.workspace.git import Comparison, Git, safe_command, safe_env, toplevel
 from loope.workspace.ignores import FrozenIgnores, collect
+from loope.workspace.loopedir import LOOPE_DIR as LOOPE_DIR  # noqa: PLC0414 - re-exported for older importers
+from loope.workspace.loopedir import ensure_loope_dir as ensure_loope_dir  # noqa: PLC0414 - re-exported likewise
 from loope.workspace.watch import Watcher
-
-LOOPE_DIR = ".loope"
-_IGNORE_ALL = "# loope's own files: never part of your repository\n*\n"
-
-
-def ensure_loope_dir(root: Path) -> Path:
-    """``root/.loope``, created with a .gitignore that keeps it out of git without the user's help."""
-    path = root / LOOPE_DIR
-    path.mkdir(parents=True, exist_ok=True)
-    ignore = path / ".gitignore"
-    if not ignore.exists():
-        write_text(ignore, _IGNORE_ALL)
-    return path
-
 
 INDEX_FILE = "workspace.index"
 """loope's own index of the workspace, in the run dir: the agent's git commands use another one."""
