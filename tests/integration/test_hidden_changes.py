@@ -81,6 +81,14 @@ def shell_agent(tmp_path: Path, body: str) -> str:
     return f"exec:{script}"
 
 
+def run_shell_agent(cli, proj: Project, implementer: str, *flags: str):  # type: ignore[no-untyped-def]
+    """One iteration (unless ``flags`` say otherwise) of ``implementer`` with real pytest as the gate."""
+    return cli(
+        "run", "fix add", "--implementer", implementer, "--no-review", "--verify-cmd", GATE,
+        "--max-iters", "1", "--plain", *flags, cwd=proj.path,
+    )  # fmt: skip
+
+
 @pytest.fixture(params=["inotify", "scan"])
 def watch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways of finding changes: the kernel's notifications, and a scan of the tree."""
@@ -93,10 +101,7 @@ def watch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 def test_a_hidden_change_is_still_seen(project, cli, tmp_path, attack, watch_mode) -> None:
     body, flags = ATTACKS[attack]
     before = user_files(project)
-    result = cli(
-        "run", "fix add", "--implementer", shell_agent(tmp_path, body), "--no-review",
-        "--verify-cmd", GATE, "--max-iters", "1", "--plain", *flags, cwd=project.path,
-    )  # fmt: skip
+    result = run_shell_agent(cli, project, shell_agent(tmp_path, body), *flags)
     run = project.run_json()
     assert not run["converged"], result.out + result.err
     assert run["stop_reason"] == "max_iters", run["stop_detail"]
@@ -117,10 +122,7 @@ def test_git_rm_and_git_mv_are_ordinary_changes(project, cli, tmp_path, watch_mo
         "printf 'def add(a, b):\\n    return a + b\\n' > calc.py\n"
         "git -c user.name=a -c user.email=a@a commit -qam 'done' --no-verify\n"
     )
-    result = cli(
-        "run", "fix add", "--implementer", shell_agent(tmp_path, body), "--no-review",
-        "--verify-cmd", GATE, "--max-iters", "1", "--plain", cwd=project.path,
-    )  # fmt: skip
+    result = run_shell_agent(cli, project, shell_agent(tmp_path, body))
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
     assert run["converged"]
@@ -136,10 +138,7 @@ def test_files_ignored_when_the_run_started_stay_out(project, cli, tmp_path, wat
         "echo 'noise' > build.log\n"
         "printf 'def add(a, b):\\n    return a + b\\n' > calc.py\n"
     )
-    result = cli(
-        "run", "fix add", "--implementer", shell_agent(tmp_path, body), "--no-review",
-        "--verify-cmd", GATE, "--max-iters", "1", "--plain", cwd=project.path,
-    )  # fmt: skip
+    result = run_shell_agent(cli, project, shell_agent(tmp_path, body))
     assert result.exit_code == 0, result.out + result.err
     assert [f["path"] for f in project.run_json()["changes"]["files"]] == ["calc.py"]
 
@@ -154,10 +153,8 @@ def test_a_write_through_a_hard_link_made_in_an_earlier_step_is_seen(project, cl
     )
     agent.chmod(0o755)
     before = user_files(project)
-    result = cli(
-        "run", "fix add", "--implementer", f"exec:{agent}", "--no-review", "--verify-cmd", GATE,
-        "--max-iters", "2", "--stall-after", "5", "--protect", "tests/**", "--plain", cwd=project.path,
-    )  # fmt: skip
+    flags = ("--max-iters", "2", "--stall-after", "5", "--protect", "tests/**")  # the last --max-iters wins
+    result = run_shell_agent(cli, project, f"exec:{agent}", *flags)
     run = project.run_json()
     assert not run["converged"], result.out + result.err
     second = next(s for s in run["steps"] if s["role"] == "implementer" and s["iteration"] == 2)

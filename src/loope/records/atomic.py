@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 
 def write_bytes(path: Path, data: bytes) -> None:
@@ -29,10 +27,6 @@ def write_bytes(path: Path, data: bytes) -> None:
 
 def write_text(path: Path, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
-
-
-def write_json(path: Path, data: Any) -> None:
-    write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def append_line(path: Path, line: str) -> None:

@@ -44,8 +44,7 @@ _SAFE_CONFIG = {
     "maintenance.auto": "false",
 }
 _CONFIG = tuple(arg for key, value in _SAFE_CONFIG.items() for arg in ("-c", f"{key}={value}"))
-_DIFF = ("diff", "--no-ext-diff", "--no-textconv", "--no-renames")  # never an external diff tool or textconv
-_TREE_DIFF = ("-r", "--no-ext-diff", "--no-textconv", "--no-renames")
+_TREE_DIFF = ("-r", "--no-ext-diff", "--no-textconv", "--no-renames")  # never an external diff tool or textconv
 # Per driver name: the settings that would run a program, each set to nothing.
 _DRIVER_PROGRAMS = {"filter": ("clean", "smudge", "process"), "diff": ("textconv",)}
 # Variables that could make git run something, or point it at another repository or config.
@@ -196,9 +195,6 @@ class Git:
         args = ("diff-tree", *_TREE_DIFF, "-z", "--raw", "--numstat", "-p", "--binary", "--full-index")
         changes, patch = _parse_changes(self.run(*args, old, new).stdout or b"")
         return Comparison(changes, patch)
-
-    def diff(self, old: str, new: str, paths: Sequence[str] = ()) -> str:
-        return self.run(*_DIFF, "--no-color", old, new, "--", *paths).text
 
     def update_index(self, paths: Sequence[str]) -> None:
         """Stage ``paths`` as they are on disk, whatever ignore rules say (a missing one leaves the index)."""
