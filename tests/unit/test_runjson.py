@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loope.records.model import RunRecord, StepRecord, WorkspaceInfo
+from loope.records.model import FileChange, RunRecord, StepRecord, WorkspaceInfo
 from loope.records.runjson import RunJsonWriter
 
 
@@ -16,7 +16,12 @@ def record() -> RunRecord:
 
 def step(n: int, iteration: int) -> StepRecord:
     return StepRecord(
-        id=n, iteration=iteration, role="implementer", adapter="exec", dir=f"agents/{n:02d}", files=[{"path": "ü"}]
+        id=n,
+        iteration=iteration,
+        role="implementer",
+        adapter="exec",
+        dir=f"agents/{n:02d}",
+        files=[FileChange("ü.py", "modified", 1, 2)],
     )
 
 

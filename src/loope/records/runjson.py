@@ -15,6 +15,7 @@ from typing import Any
 
 from loope.records.atomic import write_text
 from loope.records.model import RunRecord, StepRecord
+from loope.records.serial import to_data
 
 _STEPS_SLOT = '\n  "steps": []'
 """How an empty ``steps`` list appears at the top level of the indented record (nowhere else:
@@ -22,18 +23,8 @@ JSON strings hold no raw newline, and nested keys are indented deeper)."""
 
 
 def _top(record: RunRecord) -> dict[str, Any]:
-    """The record without its steps, as plain JSON values (no copy of the steps list)."""
-    out: dict[str, Any] = {}
-    for item in dataclasses.fields(record):
-        if item.name == "started_monotonic":
-            continue
-        value = getattr(record, item.name)
-        if item.name == "steps":
-            value = []
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            value = dataclasses.asdict(value)
-        out[item.name] = value
-    return out
+    """The record without its steps, as JSON data (the steps list is not walked)."""
+    return {f.name: [] if f.name == "steps" else to_data(getattr(record, f.name)) for f in dataclasses.fields(record)}
 
 
 class RunJsonWriter:
@@ -50,7 +41,7 @@ class RunJsonWriter:
             same += 1
         del cached[same:]  # the list was rewritten (a resumed run set steps aside): serialize anew
         for step in steps[same:]:
-            cached.append((step, json.dumps(dataclasses.asdict(step), ensure_ascii=False)))
+            cached.append((step, json.dumps(to_data(step), ensure_ascii=False)))
         return [line for _, line in cached]
 
     def render(self, record: RunRecord) -> str:
