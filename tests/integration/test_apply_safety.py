@@ -18,7 +18,9 @@ def shell_agent(tmp_path: Path, body: str) -> str:
 
 
 def run(cli, proj: Project, agent: str):  # type: ignore[no-untyped-def]
-    result = cli("run", "edit", "--implementer", agent, "--no-review", "--verify-cmd", "true", cwd=proj.path)
+    result = cli(
+        "run", "edit", "--implementer", agent, "--no-review", "--no-baseline", "--verify-cmd", "true", cwd=proj.path
+    )
     assert result.exit_code == 0, result.out + result.err
     return result
 
