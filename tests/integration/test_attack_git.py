@@ -66,15 +66,19 @@ def test_loopes_own_git_commands_run_no_program_a_repository_configures(tmp_path
     ours = Git(repo.path)
     base = ours.out("rev-parse", "HEAD")
     repo.write("a.txt", "two\n")
-    assert ours.status_paths(["a.txt", ".gitattributes"])
+    ours.update_index(["a.txt", ".gitattributes"])
+    tree = ours.write_tree()
+    assert [c.path for c in ours.compare(base, tree).changes] == [".gitattributes", "a.txt"]
+    head = ours.commit_tree(tree, base, "second")
     ours.add_all()
-    assert [c.path for c in ours.changes(base)] == [".gitattributes", "a.txt"]
-    head = ours.commit_staged("second")
-    ours.commit_index("third", head)
-    assert "+two" in ours.diff(base, head)
+    third = ours.commit_staged("third", allow_empty=True)
+    assert [c.path for c in ours.changes(base, third)] == [".gitattributes", "a.txt"]
+    assert b"+two" in ours.compare(base, head).patch
     ours.run("checkout", base, "--", "a.txt")
     ours.reset_hard(head)
-    ours.blob(ours.entries(head, ["a.txt"])["a.txt"].sha)
+    sha = ours.entries(head, ["a.txt"])["a.txt"].sha
+    ours.blob(sha)
+    ours.blobs([sha])
     assert ran(tmp_path) == ""  # not one of them ran
     # The control: the same repository does run them for a plain git command.
     git(repo.path, "status")

@@ -89,12 +89,23 @@ class ChangeTracker:
 
     # -- what to stage -------------------------------------------------------------------------
 
-    def changed_paths(self) -> list[str]:
-        """The files to stage now: what the feed saw (or a scan found), filtered through the frozen rules."""
+    def changed_paths(self) -> tuple[list[str], list[str]]:
+        """The files to stage now, and the tracked ones now beyond a symlink (gone from the tree).
+
+        What the feed saw (or a scan found), filtered through the frozen rules. A path under a
+        directory that became a link is not the tree's any more, whatever is behind the link.
+        """
         seen = self.feed.drain() if self.feed is not None else None
-        if seen is None:
-            return self.scan()
-        return self._filter(seen)
+        paths = self.scan() if seen is None else self._filter(seen)
+        top, links = self.git.work_tree, set[str]()
+        stage, gone = [], []
+        for path in paths:
+            if _beyond_link(top, path, links):
+                if path in self.tracked:
+                    gone.append(path)
+            else:
+                stage.append(path)
+        return stage, gone
 
     def _filter(self, seen: set[str]) -> list[str]:
         tracked, top = self.tracked, self.git.work_tree
@@ -130,3 +141,16 @@ class ChangeTracker:
         if self.feed is not None:
             self.feed.close()
             self.feed = None
+
+
+def _beyond_link(top: Path, path: str, links: set[str]) -> bool:
+    """Whether a directory on the way to ``path`` is a symlink (``links`` remembers those found)."""
+    parent = os.path.dirname(path)
+    while parent:
+        if parent in links:
+            return True
+        if os.path.islink(top / parent):
+            links.add(parent)
+            return True
+        parent = os.path.dirname(parent)
+    return False

@@ -197,10 +197,19 @@ class Git:
         return Comparison(changes, patch)
 
     def update_index(self, paths: Sequence[str]) -> None:
-        """Stage ``paths`` as they are on disk, whatever ignore rules say (a missing one leaves the index)."""
+        """Stage ``paths`` as they are on disk, whatever ignore rules say (a missing one leaves the index).
+
+        ``--replace``: a file that became a directory or a link (or the reverse) replaces what the index held.
+        """
         if paths:
             data = b"".join(os.fsencode(p) + b"\0" for p in paths)
-            self.run("update-index", "--add", "--remove", "-z", "--stdin", stdin=data)
+            self.run("update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=data)
+
+    def drop_from_index(self, paths: Sequence[str]) -> None:
+        """Remove ``paths`` from the index whatever is on disk (a path now beyond a symlink, say)."""
+        if paths:
+            data = b"".join(os.fsencode(p) + b"\0" for p in paths)
+            self.run("update-index", "--force-remove", "-z", "--stdin", stdin=data)
 
     def write_tree(self) -> str:
         return self.out("write-tree")

@@ -200,10 +200,12 @@ class Workspace:
     def _stage_changes(self) -> bool:
         """Stage every file changed on disk since the last look; False if none was seen."""
         tracker = self._changes()
-        paths = tracker.changed_paths()
+        paths, gone = tracker.changed_paths()
         self.git.update_index(paths)
+        self.git.drop_from_index(gone)
         tracker.staged(paths)
-        return bool(paths)
+        tracker.tracked.difference_update(gone)
+        return bool(paths or gone)
 
     def head_tree(self) -> str:
         if self._head_tree is None:
