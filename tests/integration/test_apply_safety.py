@@ -96,3 +96,14 @@ def test_changes_diff_is_accepted_by_git_apply(project, cli, tmp_path) -> None:
     for name in ("data.bin", "latin1.txt", "added.txt"):
         assert (other / name).read_bytes() == (workspace / name).read_bytes()
     assert os.access(other / "tool.sh", os.X_OK)
+
+
+def test_a_file_hard_linked_outside_the_target_is_replaced_not_written_through(project, cli, tmp_path) -> None:
+    run(cli, project, shell_agent(tmp_path, "echo fixed > calc.py\n"))
+    outside = tmp_path / "outside.py"
+    os.link(project.path / "calc.py", outside)
+    before = outside.read_bytes()
+    applied = cli("apply", "0001", cwd=project.path)
+    assert applied.exit_code == 0, applied.err
+    assert project.read("calc.py") == "fixed\n"
+    assert outside.read_bytes() == before

@@ -13,7 +13,6 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from loope.errors import EXIT_FAILED, LoopeError
-from loope.records.atomic import write_bytes
 from loope.records.model import RunRecord
 from loope.workspace.git import Git, TreeEntry, blob_sha
 
@@ -53,43 +52,59 @@ def _in_git_dir(root: Path, path: Path) -> bool:
     return ".git" in path.relative_to(root).parts
 
 
-def _check_path(target: Path, rel: str) -> Path:
-    """The destination of ``rel`` under ``target``; LoopeError when it would land outside it or in a .git."""
-    pure = PurePosixPath(rel)
-    if pure.is_absolute() or ".." in pure.parts or ".git" in pure.parts or not pure.parts:
-        raise LoopeError(f"refusing to apply {rel!r}: the path leaves the target or enters .git")
-    dest = target.joinpath(*pure.parts)
-    _check_parent(target, rel, dest)
-    _check_obstacles(target, rel, pure)
-    return dest
+class _Destinations:
+    """Where a run's paths land in a target, refused when outside it or in a .git; each directory is checked once."""
 
+    def __init__(self, target: Path) -> None:
+        self.target = target
+        self.root = target.resolve()
+        self._parents: set[Path] = set()
+        self._dirs: set[Path] = set()
 
-def _check_parent(target: Path, rel: str, dest: Path) -> None:
-    """Refuse a destination whose directory, symlinks followed, is outside ``target`` or in a .git."""
-    root = target.resolve()
-    parent = dest.parent.resolve()
-    if not _inside(root, parent):
-        raise LoopeError(f"refusing to apply {rel!r}: a symlink in {target} leads outside it")
-    if _in_git_dir(root, parent):
-        raise LoopeError(f"refusing to apply {rel!r}: a symlink in {target} leads into a .git directory")
+    def check(self, rel: str) -> Path:
+        """The destination of ``rel``; LoopeError when it would land outside the target or in a .git."""
+        pure = PurePosixPath(rel)
+        if pure.is_absolute() or ".." in pure.parts or ".git" in pure.parts or not pure.parts:
+            raise LoopeError(f"refusing to apply {rel!r}: the path leaves the target or enters .git")
+        dest = self.target.joinpath(*pure.parts)
+        self.check_parent(rel, dest)
+        self._check_obstacles(rel, pure, dest)
+        return dest
 
+    def check_parent(self, rel: str, dest: Path) -> None:
+        """Refuse a destination whose directory, symlinks followed, is outside the target or in a .git."""
+        if dest.parent in self._parents:
+            return
+        parent = dest.parent.resolve()
+        if not _inside(self.root, parent):
+            raise LoopeError(f"refusing to apply {rel!r}: a symlink in {self.target} leads outside it")
+        if _in_git_dir(self.root, parent):
+            raise LoopeError(f"refusing to apply {rel!r}: a symlink in {self.target} leads into a .git directory")
+        self._parents.add(dest.parent)
 
-def _check_obstacles(target: Path, rel: str, pure: PurePosixPath) -> None:
-    """A file where the run has a directory, or a directory where it has a file: not even --force may replace it."""
-    for depth in range(1, len(pure.parts)):
-        parent = target.joinpath(*pure.parts[:depth])
-        if os.path.lexists(parent) and not parent.is_dir():
-            where = "/".join(pure.parts[:depth])
+    def forget(self) -> None:
+        """A symlink was just written: any directory may lead elsewhere now."""
+        self._parents.clear()
+
+    def _check_obstacles(self, rel: str, pure: PurePosixPath, dest: Path) -> None:
+        """A file where the run has a directory, or the reverse: not even --force may replace it."""
+        for depth in range(1, len(pure.parts)):
+            parent = self.target.joinpath(*pure.parts[:depth])
+            if parent in self._dirs:
+                continue
+            if os.path.lexists(parent) and not parent.is_dir():
+                where = "/".join(pure.parts[:depth])
+                raise LoopeError(
+                    f"cannot apply {rel!r}: {where} is a file in {self.target} but a directory in the run;"
+                    " move it aside",
+                    exit_code=EXIT_FAILED,
+                )
+            self._dirs.add(parent)
+        if dest.is_dir() and not dest.is_symlink():
             raise LoopeError(
-                f"cannot apply {rel!r}: {where} is a file in {target} but a directory in the run; move it aside",
+                f"cannot apply {rel!r}: it is a directory in {self.target} but a file in the run; move it aside",
                 exit_code=EXIT_FAILED,
             )
-    dest = target.joinpath(*pure.parts)
-    if dest.is_dir() and not dest.is_symlink():
-        raise LoopeError(
-            f"cannot apply {rel!r}: it is a directory in {target} but a file in the run; move it aside",
-            exit_code=EXIT_FAILED,
-        )
 
 
 def _current(dest: Path) -> TreeEntry | None:
@@ -114,18 +129,19 @@ def plan(
     ``prefix`` is where ``target`` sits in the repository (``pkg/`` for a run started in ``pkg/``):
     git names changes from the repository's top, the target holds only what is under the prefix.
     """
-    changes = git.changes(base, head)
+    changes = git.changes(base, head, counts=False)
     paths = [c.path for c in changes]
     at_head = git.entries(head, paths)
     at_base = git.entries(base, paths)
     links = git.blobs([e.sha for e in at_head.values() if e.mode == SYMLINK])
+    destinations = _Destinations(target)
     planned = []
     for change in changes:
         if not change.path.startswith(prefix):
             planned.append(PlannedFile(change.path, "skip", "outside the run's workdir"))
             continue
         rel = change.path[len(prefix) :]
-        dest = _check_path(target, rel)
+        dest = destinations.check(rel)
         new, old = at_head.get(change.path), at_base.get(change.path)
         if new is not None and new.mode == SYMLINK:
             _check_link(target, rel, dest, os.fsdecode(links[new.sha]))
@@ -210,34 +226,36 @@ def apply(git: Git, target: Path, planned: list[PlannedFile]) -> None:
     """Write the planned files; call only after ``plan`` found no conflict.
 
     The blobs come from one ``git cat-file --batch``. Each destination's directory is checked
-    again just before it is written: a symlink written earlier in this apply (or one the user
-    made since the plan) must not lead a later file outside the target or into a .git directory.
+    again just before it is written (once per directory, again after any symlink this apply
+    writes): a symlink written earlier in this apply must not lead a later file outside the
+    target or into a .git directory. A file is replaced as git does it, unlinked and created anew
+    (never written through a hard link or a symlink).
     """
     blobs = git.blobs([p.entry.sha for p in planned if p.action in ("add", "update") and p.entry is not None])
+    destinations = _Destinations(target)
     for item in planned:
+        if item.action not in ("add", "update", "delete"):
+            continue
         dest = target.joinpath(*PurePosixPath(item.path).parts)
-        if item.action in ("add", "update", "delete"):
-            _check_parent(target, item.path, dest)
+        destinations.check_parent(item.path, dest)
         if item.action == "delete":
             dest.unlink(missing_ok=True)
             continue
-        if item.action not in ("add", "update") or item.entry is None:
+        if item.entry is None:
             continue
-        data = blobs[item.entry.sha]
         dest.parent.mkdir(parents=True, exist_ok=True)
-        if item.entry.mode == SYMLINK:
-            if dest.is_symlink() or dest.exists():
-                dest.unlink()
-            os.symlink(os.fsdecode(data), dest)
-            continue
-        if dest.is_symlink():
+        if os.path.lexists(dest):
             dest.unlink()
-        write_bytes(dest, data)
-        mode = 0o755 if item.entry.mode == EXECUTABLE else 0o644
-        os.chmod(dest, mode & ~_umask())
+        data = blobs[item.entry.sha]
+        if item.entry.mode == SYMLINK:
+            os.symlink(os.fsdecode(data), dest)
+            destinations.forget()
+            continue
+        _create(dest, data, 0o755 if item.entry.mode == EXECUTABLE else 0o644)
 
 
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
+def _create(dest: Path, data: bytes, mode: int) -> None:
+    """A new file at ``dest`` (the umask applies to ``mode``, as for any file the user creates)."""
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
