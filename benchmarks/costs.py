@@ -174,6 +174,7 @@ def ms(seconds: float) -> str:
 
 
 def bench_dry_run(table: Table, big: Path, files: int, repeat: int) -> None:
+    agent = script(big.parent, "noop.sh", "#!/bin/sh\necho done\n")  # a dry run checks the real agent exists
     floors, loopes = [], []
     for i in range(repeat):
         target = big.parent / f"wt-{i}"
@@ -182,7 +183,7 @@ def bench_dry_run(table: Table, big: Path, files: int, repeat: int) -> None:
         sh(["git", "worktree", "remove", "--force", str(target)], big)
         floors.append(time.perf_counter() - started)
         started = time.perf_counter()
-        timed([*LOOPE, "run", "bench", "--dry-run", "--no-review", "--quiet"], big)
+        timed([*LOOPE, "run", "bench", "--dry-run", "--implementer", f"exec:{agent}", "--no-review", "--quiet"], big)
         remove_workspace(big, last_run(big))  # a no-op once loope removes a finished run's worktree itself
         loopes.append(time.perf_counter() - started)
     f, d = median(floors), median(loopes)
