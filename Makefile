@@ -11,7 +11,7 @@ CODEX_VERSION ?= 0.171.0
 CLAUDE_ACP_VERSION ?= 0.23.1
 CODEX_ACP_VERSION ?= 0.16.0
 
-.PHONY: demo test lint typecheck unit agents bench clean
+.PHONY: demo test lint typecheck unit agents browser bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,13 @@ $(AGENTS_STAMP):
 
 agents: $(AGENTS_STAMP)
 
+# The headless browser the dashboard tests drive: Debian's chromium and the chromedriver built with it.
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else echo "chromium and chromium-driver are not installed (needs root): the dashboard tests will be skipped"; fi
+
 demo: $(STAMP)
 	$(BIN)/loope demo
 
@@ -41,7 +48,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src
 
-test: $(STAMP) agents lint typecheck
+test: $(STAMP) agents browser lint typecheck
 	LOOPE_AGENTS_DIR=$(abspath $(AGENTS_DIR)) $(BIN)/pytest
 
 bench: $(STAMP)

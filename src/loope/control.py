@@ -43,6 +43,7 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     """What ``status`` reports about one run: the record, the runner, the state file."""
     from loope.records import state as state_file
     from loope.records.rundir import RUNS, RunDir
+    from loope.ui.model import activity, read_view
 
     rundir = RunDir(workdir / RUNS / run_id)
     record = rundir.read_json("run.json")
@@ -54,6 +55,7 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     spec = _optional_json(rundir / "spec.json")
     totals = _object(record.get("totals"))
     status = effective_status(record)
+    view, _ = read_view(rundir / "events.jsonl")
     return {
         "loop": {
             "id": run_id,
@@ -79,6 +81,7 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
             "run_dir": str(rundir.root),
             "state_file": str(state_path) if state_path is not None else None,
         },
+        "activity": activity(view) if status == "running" else None,
         "frontmatter": state.frontmatter if state else {},
         "state_problem": state.problem if state else "run.json names no workspace, so no state file",
         "state_notes": state.notes if state and state.status == "blocked" else None,

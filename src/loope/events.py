@@ -68,6 +68,8 @@ class ReviewerVerdict:
     adapter: str
     verdict: str | None
     inferred: bool
+    findings: list[str] = field(default_factory=list)
+    """The first lines of a blocking verdict's findings (what the views show)."""
 
 
 # -- the events, in the order a run emits them ---------------------------------------------------
@@ -112,6 +114,9 @@ class StepStarted(Event):
     adapter: str
     dir: str
     """The step's directory, relative to the run dir."""
+    model: str | None = None
+    index: int | None = None
+    """1, 2, … when agents of one role share an adapter in one iteration (two ``exec`` reviewers)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,12 +144,16 @@ class StepFinished(Event):
     cost_usd: float
     files: list[FileChange]
     violations: list[str]
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
 class AgentStepFinished(StepFinished):
     verdict: str | None
     verdict_inferred: bool
+    summary: str = ""
+    """The first line of the agent's final message."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,6 +229,12 @@ class VerifyFinished(Event):
     timed_out: bool
     failures: list[Failure]
     duration_s: float
+    failing: int = 0
+    """How many checks failed: the runner's own count (``failures`` holds the first of them)."""
+    summary: str = ""
+    """The runner's closing summary line, when it printed one."""
+    output_tail: list[str] = field(default_factory=list)
+    """The last lines of a failed gate's output."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -92,3 +92,9 @@ def parse_verdict(message: str) -> Verdict:
 
 def _has_blocker(text: str) -> bool:
     return bool(_BLOCKER.search(_NEGATED.sub(" ", text)))
+
+
+def finding_lines(findings: str, count: int = 5, width: int = 200) -> list[str]:
+    """The first non-empty lines of a reviewer's findings, each cut to ``width``: what the views show."""
+    lines = [line.strip() for line in findings.splitlines() if line.strip()]
+    return [line if len(line) <= width else line[: width - 1] + "…" for line in lines[:count]]

@@ -21,6 +21,7 @@ def _print_status(info: dict[str, Any]) -> None:
     click.echo(f"  iteration {loop['iteration']}/{loop['max_iterations']} · cost {cost} · {loop['tokens']} tokens")
     if loop.get("waiting_text"):
         click.echo(f"  {loop['waiting_text']}")
+    _print_activity(info.get("activity"), waiting_shown=bool(loop.get("waiting_text")))
     if loop.get("stop_requested") and loop["status"] == "running":
         click.echo("  stop requested: it stops before its next step")
     if loop.get("last_error"):
@@ -32,6 +33,27 @@ def _print_status(info: dict[str, Any]) -> None:
     click.echo(f"  state file {loop['state_file']}:")
     for line in info["state_excerpt"].splitlines():
         click.echo(f"    {line}")
+
+
+def _print_activity(activity: dict[str, Any] | None, *, waiting_shown: bool) -> None:
+    """The steps in flight (elapsed, last action, latest message), a wait, the last gate."""
+    from loope.ui.lines import duration, wait_text
+
+    if not activity:
+        return
+    click.echo(f"  elapsed {duration(activity['elapsed_s'])}")
+    for step in activity["steps"]:
+        since = f" · {duration(step['elapsed_s'])}" if step["elapsed_s"] is not None else ""
+        click.echo(f"  now: {step['label']}{since}")
+        said = " · ".join(x for x in (step["last_action"], step["last_message"]) if x)
+        if said:
+            click.echo(f"    {said[:200]}")
+    if activity["wait"] and not waiting_shown:
+        click.echo(f"  {wait_text(activity['wait'])}")
+    gate = activity["gate"]
+    if gate is not None:
+        was = f"{gate['previous_failing']} → " if gate["previous_failing"] else ""
+        click.echo("  last gate: " + ("passed" if gate["passed"] else f"failing {was}{gate['failing']}"))
 
 
 @click.command()
@@ -134,7 +156,10 @@ def start_detached(spec: Any) -> int:
     """``loope run --detach``: print the run id of a run now driven in the background."""
     from loope.control import start_detached as start
 
-    click.echo(start(spec))
+    run_id = start(spec)
+    click.echo(run_id)
+    short = run_id.split("-", maxsplit=1)[0]
+    click.echo(f"follow: loope logs {short} -f · status: loope status {short} · stop: loope stop {short}", err=True)
     return 0
 
 

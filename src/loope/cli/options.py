@@ -11,6 +11,7 @@ import click
 
 if TYPE_CHECKING:
     from loope.events import Observer
+    from loope.ui.base import View
 
 F = Callable[..., Any]
 
@@ -31,19 +32,24 @@ def output_options(func: F) -> F:
 
 def views(json_: bool = False, plain: bool = False, quiet: bool = False, color: str = "auto") -> list[Observer]:
     """The observers that show a run: JSON lines, plain lines, or the live view on a terminal."""
+    return [view(json_, plain, quiet, color)]
+
+
+def view(json_: bool = False, plain: bool = False, quiet: bool = False, color: str = "auto") -> View:
+    """The view of a run the output options ask for (``loope logs`` feeds it events.jsonl lines)."""
     if json_:
         from loope.ui.plain import JsonLines
 
-        return [JsonLines()]
+        return JsonLines()
     if plain or quiet or not fancy_output(color):
         from loope.ui.plain import PlainView
 
-        return [PlainView(quiet=quiet)]
+        return PlainView(quiet=quiet)
     from rich.console import Console
 
     from loope.ui.live import LiveView
 
-    return [LiveView(Console(force_terminal=True) if color == "always" else None)]
+    return LiveView(Console(force_terminal=True) if color == "always" else None)
 
 
 def fancy_output(color: str) -> bool:

@@ -19,6 +19,8 @@ class GateReport:
     """(test id, assertion line) pairs parsed from the output."""
     output: str = ""
     timed_out: bool = False
+    failing: int = 0
+    """How many checks failed (the runner's own count); ``failures`` holds the first of them."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,9 @@ def _command_section(title: str, report: GateReport) -> list[str]:
         out.append("Failing checks:")
         for test, message in list(report.failures)[:MAX_FAILURES]:
             out.append(f"- `{test}`" + (f": {message}" if message else ""))
-        if len(report.failures) > MAX_FAILURES:
-            out.append(f"- … and {len(report.failures) - MAX_FAILURES} more")
+        more = max(report.failing, len(report.failures)) - min(len(report.failures), MAX_FAILURES)
+        if more > 0:
+            out.append(f"- … and {more} more")
     shown = tail(report.output)
     if shown:
         out += ["Last lines of its output:", "```text", shown, "```"]

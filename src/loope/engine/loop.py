@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from loope.agents.base import Agent
+from loope.agents.verdict import finding_lines
 from loope.engine import decide as decisions
 from loope.engine.baseline import check_commands, gate_baseline, needs_baseline
 from loope.engine.bus import EventBus
@@ -483,7 +484,14 @@ class Engine:
         for step in steps:
             self._checked(step)
         verdicts = [
-            ReviewerVerdict(s.record.id, s.record.adapter, s.record.verdict, s.record.verdict_inferred) for s in steps
+            ReviewerVerdict(
+                s.record.id,
+                s.record.adapter,
+                s.record.verdict,
+                s.record.verdict_inferred,
+                findings=finding_lines(s.verdict.findings) if s.verdict and s.verdict.blocks else [],
+            )
+            for s in steps
         ]
         self.bus.emit(ReviewFinished(iteration=n, verdicts=verdicts))
         return steps

@@ -14,6 +14,7 @@ from typing import TypedDict, TypeVar
 from loope.agents.base import Agent, AgentEvent, AgentRequest, AgentResult, mode_for
 from loope.agents.verdict import Verdict, parse_verdict
 from loope.engine.cutshort import Tally, why_cut
+from loope.engine.feedback import tail
 from loope.engine.retry import Attempts
 from loope.engine.state import RunState
 from loope.enums import Role, StepKind
@@ -34,6 +35,8 @@ from loope.verify.metric import Measurement
 from loope.workspace.guard import Guard
 
 T = TypeVar("T")
+OUTPUT_TAIL_LINES = 12  # of a failed gate's output, in its event: what the views show
+SUMMARY_CHARS = 200  # of an agent's final message, in its step_finished event
 
 
 @dataclass
@@ -81,8 +84,8 @@ class StepRunner:
         self.guard.before_step()
         with ThreadPoolExecutor(max_workers=len(agents), thread_name_prefix="loope-review") as pool:
             futures = [
-                pool.submit(self._invoke, agent, role, iteration, prompt, share=len(agents))
-                for (agent, role), prompt in zip(agents, prompts, strict=True)
+                pool.submit(self._invoke, agent, role, iteration, prompt, share=len(agents), index=index)
+                for (agent, role), prompt, index in zip(agents, prompts, _indexes(agents), strict=True)
             ]
             try:
                 steps = [f.result() for f in futures]
@@ -102,8 +105,13 @@ class StepRunner:
             self._finish(step, violations if index == 0 else [])
         return steps
 
-    def _invoke(self, agent: Agent, role: Role, iteration: int, prompt: str, *, share: int = 1) -> AgentStep:
-        """Run one agent; ``share``: how many run at once, splitting the remaining budget between them."""
+    def _invoke(
+        self, agent: Agent, role: Role, iteration: int, prompt: str, *, share: int = 1, index: int | None = None
+    ) -> AgentStep:
+        """Run one agent; ``share``: how many run at once, splitting the remaining budget between them.
+
+        ``index`` tells apart agents of one role that share an adapter (two ``exec`` reviewers).
+        """
         run = self.run
         remaining = run.remaining_usd()
         number, step_dir = run.new_step(role, agent.label)
@@ -111,7 +119,17 @@ class StepRunner:
         write_text(step_dir / "prompt.md", prompt)
         events = step_dir / "events.jsonl"
         rel = str(step_dir.relative_to(run.rundir.root))
-        run.bus.emit(StepStarted(step=number, iteration=iteration, role=role, adapter=agent.label, dir=rel))
+        run.bus.emit(
+            StepStarted(
+                step=number,
+                iteration=iteration,
+                role=role,
+                adapter=agent.label,
+                dir=rel,
+                model=agent.model,
+                index=index,
+            )
+        )
 
         tally = Tally()
 
@@ -177,9 +195,13 @@ class StepRunner:
         record.files = list(step.changes)
         record.violations = violations
         self.run.add_step(record)
+        summary = next((line.strip() for line in step.result.message.splitlines() if line.strip()), "")
         self.run.bus.emit(
             AgentStepFinished(
-                **_finished(record, step.changes), verdict=record.verdict, verdict_inferred=record.verdict_inferred
+                **_finished(record, step.changes),
+                verdict=record.verdict,
+                verdict_inferred=record.verdict_inferred,
+                summary=summary[:SUMMARY_CHARS],
             )
         )
 
@@ -248,6 +270,9 @@ class StepRunner:
                 timed_out=result.proc.timed_out,
                 failures=[Failure(t, m) for t, m in result.failures],
                 duration_s=record.duration_s,
+                failing=result.failing,
+                summary=result.summary,
+                output_tail=[] if result.passed else tail(result.output, lines=OUTPUT_TAIL_LINES).splitlines(),
             )
         )
         return record, result
@@ -303,6 +328,8 @@ class _StepFields(TypedDict):
     error: str | None
     duration_s: float
     cost_usd: float
+    input_tokens: int
+    output_tokens: int
     files: list[FileChange]
     violations: list[str]
 
@@ -318,6 +345,8 @@ def _finished(record: StepRecord, changes: list[FileChange] | None = None) -> _S
         "error": record.error,
         "duration_s": record.duration_s,
         "cost_usd": record.cost_usd,
+        "input_tokens": record.input_tokens,
+        "output_tokens": record.output_tokens,
         "files": list(changes or []),
         "violations": list(record.violations),
     }
@@ -332,6 +361,12 @@ def commit_message(text: str, fallback: str) -> str:
     subject = lines[0] if len(lines[0]) <= 72 else lines[0][:71].rstrip() + "…"
     body = "\n".join(lines[1:12]).strip()
     return f"{subject}\n\n{body}" if body else subject
+
+
+def _indexes(agents: list[tuple[Agent, Role]]) -> list[int | None]:
+    """1, 2, … for agents whose role and adapter repeat in ``agents``; None for the others."""
+    keys = [(role, agent.label) for agent, role in agents]
+    return [keys[: i + 1].count(key) if keys.count(key) > 1 else None for i, key in enumerate(keys)]
 
 
 def _adapter_name(agent: Agent) -> str:

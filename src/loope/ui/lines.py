@@ -1,128 +1,245 @@
-"""What the terminal shows for each engine event, as plain text; the views add colour and motion."""
+"""What the terminal says about each event, as plain text; the live view adds colour and motion.
+
+Every line here is drawn from a :class:`~loope.ui.model.RunView` that has already taken the event in,
+so a line can say "failing 33 → 12" (the view remembers the last gate) or name the second of two
+reviewers that share an adapter.
+"""
 
 from __future__ import annotations
 
-from loope.agents.base import AgentEvent
-from loope.events import (
-    AgentStepFinished,
-    BaselineMeasured,
-    Critique,
-    Decision,
-    Event,
-    IterationStarted,
-    MetricStepFinished,
-    RunFinished,
-    RunStarted,
-    StepFinished,
-    StepStarted,
-    SuccessFinished,
-    VerifyFinished,
-)
+from typing import Any
+
 from loope.records.report import files_text
-from loope.records.serial import to_data
+from loope.ui.model import RETRY_TYPES, Gate, RunView, sparkline
 
 ICONS = {"edit": "✎", "write": "✎", "read": "◦", "command": "▸", "search": "⌕", "other": "·"}
+INDENT = "     "
+SCREENFUL = 20
+"""Files named in a line of the live view or the summary; the rest are counted."""
+SHOWN_FAILURES = 3
+SHOWN_OUTPUT = 5
+SHOWN_FINDINGS = 3
 
 
-def step_label(event: StepStarted | StepFinished) -> str:
-    return f"[{event.step:02d}] {event.role} {event.adapter}"
-
-
-def action_text(event: AgentEvent) -> str | None:
+def action_text(event: dict[str, Any]) -> str | None:
     """``✎ edit src/x.py``, ``▸ run pytest -q``; None for events the view does not show."""
-    if event.kind != "action":
+    if event.get("kind") != "action":
         return None
-    action = event.action or "other"
+    action = event.get("action", "other")
     verb = "run" if action == "command" else action
-    target = event.target or ""
+    target = event.get("target") or ""
     return f"{ICONS.get(action, '·')} {verb} {target}".rstrip()
 
 
-SCREENFUL = 20
-"""Files named in a line of the live view or the summary; the rest are counted."""
+def duration(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``2h07m``."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-def summary_lines(event: RunFinished) -> list[str]:
-    """The closing lines: outcome, totals, and how to review and land the result."""
-    from loope.records.report import landing_hints, money, outcome_line
+def tokens_text(n: int) -> str:
+    return f"{n / 1_000_000:.1f}M" if n >= 1_000_000 else f"{n / 1000:.1f}k" if n >= 1000 else str(n)
 
-    record = event.to_dict()
-    out = [outcome_line(record)]
-    totals = f"{money(record)}"
-    if event.best:
-        totals += f" · best score {event.best.score:g} (baseline {event.baseline})"
-    out.append(totals)
-    short = event.run_id.split("-", maxsplit=1)[0]
-    if event.changes:
-        out.append(f"changed: {files_text(record['changes'], limit=SCREENFUL)}")
-        out += landing_hints(record, short)
-    else:
-        out.append(f"no files changed · details: loope show {short}")
+
+def cost_text(view: RunView) -> str:
+    cap = view.budgets.get("cost_usd")
+    return f"${view.cost_usd:.4f}" + (f" of ${cap:.2f}" if cap else "")
+
+
+def progress_text(view: RunView, at: float | None = None) -> str:
+    """``iteration 2/5 · 1m12s · $0.0123 of $1.00 · 1.2k tokens``."""
+    return " · ".join(
+        [
+            f"iteration {view.iteration}/{view.max_iters or '?'}",
+            duration(view.elapsed(at)),
+            cost_text(view),
+            f"{tokens_text(view.tokens)} tokens",
+        ]
+    )
+
+
+def gate_lines(gate: Gate) -> list[str]:
+    """The gate's verdict line, and why it failed: the first failing ids with their assertion, or its output."""
+    head = f"[{gate.step:02d}] verifier gate"
+    if gate.passed:
+        was = f" (was failing {gate.previous_failing})" if gate.previous_failing else ""
+        return [f"{head}  passed {gate.duration_s:.1f}s{was}"]
+    status = "timed out" if gate.timed_out else f"failed (exit {gate.exit_code})"
+    count = ""
+    if gate.failing:
+        was = f"{gate.previous_failing} → " if gate.previous_failing else ""
+        count = f": failing {was}{gate.failing}"
+    out = [f"{head}  {status} {gate.duration_s:.1f}s{count}"]
+    if gate.summary:
+        out.append(f"{INDENT}{gate.summary}")
+    shown = gate.failures[:SHOWN_FAILURES]
+    for failure in shown:
+        message = (failure.get("message") or "").splitlines()
+        out.append(f"{INDENT}✗ {failure.get('test')}" + (f" — {message[0][:160]}" if message else ""))
+    more = max(gate.failing, len(gate.failures)) - len(shown)
+    if shown and more > 0:
+        out.append(f"{INDENT}  … and {more} more")
+    if not gate.failures:
+        out += [f"{INDENT}| {line[:200]}" for line in gate.output_tail[-SHOWN_OUTPUT:]]
     return out
 
 
-def describe(event: Event) -> list[str]:
-    """The lines one event adds to the log (not counting the live region)."""
-    match event:
-        case RunStarted():
-            return _run_started(event)
-        case IterationStarted():
-            return [f"iteration {event.iteration}/{event.max_iters}"]
-        case StepFinished():
-            return [_step_finished(event)] + [f"     ⚠ {v}" for v in event.violations]
-        case VerifyFinished():
-            return [_verify_finished(event)]
-        case BaselineMeasured():
-            if event.baseline is None:
-                return [f"     no baseline: {event.error or 'the original tree has no score'}"]
-            return [f"     baseline {event.baseline:g}"]
-        case Decision(verdict="reverted"):
-            return [f"     reverted: {event.why}"]
-        case Critique():
-            first = (event.text or "").strip().splitlines()[:1]
-            return [f"     critique: {first[0][:160]}" if first else "     critique given"]
+def review_lines(view: RunView) -> list[str]:
+    """Each verdict, with the first lines of each blocking finding."""
+    out = []
+    for review in view.reviews:
+        out.append(f"{INDENT}{review.label}: {review.verdict or 'no verdict'}")
+        out += [f"{INDENT}  │ {line}" for line in review.findings[:SHOWN_FINDINGS]]
+    return out
+
+
+def attempt_line(view: RunView, iteration: int) -> list[str]:
+    """Metric mode: ``attempt 3: score 12.3, kept · best 12.3 · baseline 15 · ▇▅▃``."""
+    for attempt in view.attempts:
+        if attempt.iteration != iteration:
+            continue
+        score = f"score {attempt.score:g}" if attempt.score is not None else f"no score ({attempt.error or 'gate'})"
+        parts = [f"attempt {iteration}: {score}, {attempt.verdict or '?'}"]
+        best = view.best()
+        if best is not None:
+            parts.append(f"best {best:g}")
+        if view.baseline is not None:
+            parts.append(f"baseline {view.baseline:g}")
+        if len(view.scores()) > 1:
+            parts.append(sparkline(view.scores()))
+        return [INDENT + " · ".join(parts)]
     return []
 
 
-def _run_started(event: RunStarted) -> list[str]:
-    ws = event.workspace
-    where = f"{ws.mode} {ws.path}" + (f" (branch {ws.branch})" if ws.branch else "")
-    lines = [f"loope run {event.run_id} · {where}"]
-    if event.resumed_at:
-        lines.append(f"resuming at iteration {event.resumed_at}")
-    if event.dry_run:
+def next_command(data: dict[str, Any], run_id: str) -> str:
+    """The command that makes sense after this outcome."""
+    from loope.cli.main import COMMANDS
+
+    short = run_id.split("-", maxsplit=1)[0]
+    reason = data.get("stop_reason")
+    if data.get("changes") and (reason == "converged" or data.get("best")):
+        return f"next: loope show {short} --diff, then loope apply {short}"
+    if reason in ("step_failed", "timed_out", "failed"):
+        return f"next: loope show {short} (the failed step: loope show {short} --step N)"
+    if reason in ("max_iters", "budget_exceeded", "stalled") and "continue" in COMMANDS:
+        return f"next: loope continue {short} --max-iters N (or read why: loope show {short})"
+    return f"next: loope show {short}"
+
+
+def summary_lines(data: dict[str, Any], run_id: str, view: RunView | None = None) -> list[str]:
+    """The closing lines: outcome, time, totals, what changed, and the next command."""
+    from loope.records.report import landing_hints, money, outcome_line
+
+    record = {**data, "run_id": run_id}
+    out = [outcome_line(record)]
+    totals = money(record)
+    if view is not None and view.started is not None:
+        totals = f"{duration(view.elapsed())} · {totals}"
+    if data.get("best"):
+        baseline = data.get("baseline")
+        totals += f" · best score {data['best']['score']:g}" + (
+            f" (baseline {baseline:g})" if baseline is not None else ""
+        )
+    out.append(totals)
+    files = data.get("changes") or []
+    short = run_id.split("-", maxsplit=1)[0]
+    if files:
+        out.append(f"changed: {files_text(files, limit=SCREENFUL)}")
+        out += landing_hints(record, short)
+    else:
+        out.append("no files changed")
+    out.append(next_command(data, run_id))
+    return out
+
+
+def describe(event: dict[str, Any], view: RunView) -> list[str]:
+    """The lines one event adds to the log, given the view that has taken it in."""
+    d = event
+    kind = event.get("type")
+    if kind == "run_started":
+        return _started(d, view)
+    if kind == "iteration_started":
+        return [progress_text(view, at=view.last_ts)]
+    if kind == "step_finished":
+        said = [f"{INDENT}» {d['summary']}"] if d.get("summary") and d.get("role") != "reviewer" else []
+        return [_step_finished(d, view), *said] + [f"{INDENT}⚠ undone: {v}" for v in d.get("violations", [])]
+    if kind == "verify_finished" and view.gate is not None:
+        return gate_lines(view.gate)
+    if kind == "review_finished":
+        return review_lines(view)
+    if kind == "metric" and d.get("iteration") == 0:
+        if d.get("baseline") is None:
+            return [f"{INDENT}no baseline: {d.get('error') or 'the original tree has no score'}"]
+        return [f"{INDENT}baseline {d['baseline']:g}"]
+    if kind == "decision":
+        if view.metric and any(a.iteration == d.get("iteration") for a in view.attempts):
+            return attempt_line(view, int(d.get("iteration") or 0))
+        if d.get("stop") is None and d.get("why"):
+            return [f"{INDENT}→ {d.get('why')}"]
+        return []
+    if kind == "critique":
+        first = (d.get("text") or "").strip().splitlines()[:1]
+        return [f"{INDENT}critique: {first[0][:160]}" if first else f"{INDENT}critique given"]
+    if view.wait is not None and view.wait.get("type") == kind:
+        return [INDENT + wait_text(view.wait)]
+    return []
+
+
+def wait_text(wait: dict[str, Any]) -> str:
+    """``waiting out the usage limit until 2026-12-01T14:05:00Z`` / ``retry 2 in 30s: overloaded``."""
+    reason = wait.get("reason") or ""
+    if wait.get("type") in RETRY_TYPES:
+        delay = wait.get("delay_s")
+        text = f"retry {wait.get('attempt') or ''}".rstrip() + (f" in {duration(float(delay))}" if delay else "")
+    else:
+        until = wait.get("until") or wait.get("reset_at")
+        what = str(wait.get("kind") or "usage_limit").replace("_", " ")
+        text = f"waiting out the {what}" + (f" until {until}" if until else "")
+    return text + (f": {reason}" if reason else "")
+
+
+def _started(d: dict[str, Any], view: RunView) -> list[str]:
+    ws = d.get("workspace") or {}
+    where = f"{ws.get('mode')} {ws.get('path')}" + (f" (branch {ws['branch']})" if ws.get("branch") else "")
+    lines = [f"loope run {view.run_id} · {where}", f"goal: {_first_line(view.goal, 200)}"]
+    budgets = [f"{view.max_iters} iterations"]
+    for key, fmt in (("cost_usd", "${:.2f}"), ("tokens", "{} tokens"), ("time_s", "{:.0f}s")):
+        if view.budgets.get(key) is not None:
+            budgets.append(fmt.format(view.budgets[key]))
+    lines.append("budget: " + " · ".join(budgets))
+    if d.get("resumed_at"):
+        lines.append(f"resuming at iteration {d['resumed_at']}")
+    if d.get("dry_run"):
         lines.append("dry run: stub agents, no commands")
-    lines += [f"warning: {w}" for w in event.warnings]
+    lines += [f"warning: {w}" for w in d.get("warnings", [])]
     return lines
 
 
-def _step_finished(event: StepFinished) -> str:
-    head = step_label(event)
-    if isinstance(event, SuccessFinished):
-        return f"{head}  {'passed' if event.passed else 'failed'} {event.duration_s:.1f}s"
-    if isinstance(event, MetricStepFinished):
-        score = f"score {event.score:g}" if event.score is not None else f"no score: {event.error}"
-        return f"{head}  {score} {event.duration_s:.1f}s"
-    if not event.ok:
-        return f"{head}  failed {event.duration_s:.1f}s: {event.error}"
-    parts = [f"{head}  ok {event.duration_s:.1f}s"]
-    if isinstance(event, AgentStepFinished) and event.verdict:
-        parts.append(event.verdict + (" (inferred)" if event.verdict_inferred else ""))
-    if event.cost_usd:
-        parts.append(f"${event.cost_usd:.4f}")
-    if event.files:
-        parts.append(files_text(to_data(event.files), limit=SCREENFUL))
-    elif event.role in ("implementer", "designer"):
+def _first_line(text: str, limit: int) -> str:
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def _step_finished(d: dict[str, Any], view: RunView) -> str:
+    head = view.labels.get(int(d.get("step") or 0)) or f"[{d.get('step', 0):02d}] {d.get('role')} {d.get('adapter')}"
+    if d.get("adapter") == "success":
+        return f"{head}  {'passed' if d.get('passed') else 'failed'} {d['duration_s']:.1f}s"
+    if d.get("adapter") == "metric":
+        score = f"score {d['score']:g}" if d.get("score") is not None else f"no score: {d.get('error')}"
+        return f"{head}  {score} {d['duration_s']:.1f}s"
+    if not d.get("ok"):
+        return f"{head}  failed {d['duration_s']:.1f}s: {d.get('error')}"
+    parts = [f"{head}  ok {d['duration_s']:.1f}s"]
+    if d.get("verdict"):
+        parts.append(d["verdict"] + (" (inferred)" if d.get("verdict_inferred") else ""))
+    if d.get("cost_usd"):
+        parts.append(f"${d['cost_usd']:.4f}")
+    if d.get("files"):
+        parts.append(files_text(d["files"], limit=SCREENFUL))
+    elif d.get("role") in ("implementer", "designer"):
         parts.append("no changes")
     return "  ".join(parts)
-
-
-def _verify_finished(event: VerifyFinished) -> str:
-    head = f"[{event.step:02d}] verifier gate"
-    if event.passed:
-        return f"{head}  passed {event.duration_s:.1f}s"
-    status = "timed out" if event.timed_out else f"failed (exit {event.exit_code})"
-    detail = ""
-    if event.failures:
-        detail = f": {len(event.failures)} failing, first {event.failures[0].test}"
-    return f"{head}  {status} {event.duration_s:.1f}s{detail}"

@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
-from loope.events import AgentActivity, Event, RunFinished, StepStarted
-from loope.ui.lines import action_text, describe, step_label, summary_lines
+from loope.events import Event
+from loope.ui.base import View
+from loope.ui.lines import INDENT, action_text, describe, summary_lines
+
+MESSAGE_CHARS = 160
 
 
 def write_lines(stream: TextIO, lines: tuple[str, ...] | list[str]) -> bool:
@@ -24,10 +27,11 @@ def write_lines(stream: TextIO, lines: tuple[str, ...] | list[str]) -> bool:
     return True
 
 
-class PlainView:
+class PlainView(View):
     """One line per thing that happened; no escape codes."""
 
     def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
+        super().__init__()
         self.stream = stream or sys.stdout
         self.quiet = quiet
         self.open = True
@@ -35,28 +39,45 @@ class PlainView:
     def _print(self, *lines: str) -> None:
         self.open = self.open and write_lines(self.stream, lines)
 
-    def on_event(self, event: Event) -> None:
-        if isinstance(event, RunFinished):
-            self._print(*summary_lines(event))
+    def show(self, event: dict[str, Any]) -> None:
+        view = self.view
+        step = view.running.get(int(event.get("step") or -1)) if event.get("type") == "agent_event" else None
+        view.apply(event)
+        kind = event.get("type")
+        if kind == "run_finished":
+            self._print(*summary_lines(event, view.run_id, view))
             return
         if self.quiet:
             return
-        if isinstance(event, StepStarted):
-            self._print(f"{step_label(event)} …")
-        elif isinstance(event, AgentActivity):
-            text = action_text(event.event)
+        if kind == "step_started":
+            self._print(f"{view.labels.get(int(event['step']))} …")
+        elif kind == "agent_event":
+            inner = event.get("event") or {}
+            text = action_text(inner)
             if text:
-                self._print(f"     {text}")
+                self._print(f"{INDENT}{text}")
+            elif inner.get("kind") == "message" and step is not None and step.message:
+                self._print(f"{INDENT}» {step.message[:MESSAGE_CHARS]}")
         else:
-            self._print(*describe(event))
+            self._print(*describe(event, view))
+
+    def output(self, lines: list[str]) -> None:
+        if not self.quiet:
+            self._print(*(f"{INDENT}| {line[:200]}" for line in lines))
 
 
-class JsonLines:
+class JsonLines(View):
     """Every event as one JSON object a line (DESIGN.md, Events)."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
+        super().__init__()
         self.stream = stream or sys.stdout
         self.open = True
 
     def on_event(self, event: Event) -> None:
         self.open = self.open and write_lines(self.stream, [event.to_json()])
+
+    def show(self, event: dict[str, Any]) -> None:
+        import json
+
+        self.open = self.open and write_lines(self.stream, [json.dumps(event, ensure_ascii=False)])

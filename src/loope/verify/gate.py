@@ -8,10 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from loope.engine.feedback import GateReport, tail
+from loope.engine.feedback import MAX_FAILURES, GateReport, tail
 from loope.proc import ProcResult, run_process
 
 OUTPUT_SCAN_BYTES = 1_000_000
+COUNT_LIMIT = 100_000  # failures parsed to count them when the runner printed no summary
 
 
 def check_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -64,6 +65,11 @@ class GateResult:
     output: str
     """The end of the output (up to a megabyte), enough to find the failures."""
     failures: tuple[tuple[str, str], ...]
+    """The first failing checks (test id, assertion line)."""
+    failing: int = 0
+    """How many checks failed: the runner's own count, else how many were parsed."""
+    summary: str = ""
+    """The runner's closing summary line, when it printed one."""
 
     @property
     def passed(self) -> bool:
@@ -77,6 +83,7 @@ class GateResult:
             failures=self.failures,
             output=tail(self.output),
             timed_out=self.proc.timed_out,
+            failing=self.failing,
         )
 
 
@@ -100,10 +107,16 @@ def run_gate(
 ) -> GateResult:
     """Run the gate once; pass/fail with the failing checks parsed from its output."""
     from loope.verify.failures import parse_failures
+    from loope.verify.summary import runner_summary
 
     proc = run_shell(command, cwd=cwd, log=log, timeout=timeout, cancel=cancel, env=env)
     output = read_output(log)
     if proc.start_error:
         output = proc.start_error
-    failures = () if proc.ok else tuple((f.test, f.message) for f in parse_failures(output))
-    return GateResult(command, proc, output, failures)
+    if proc.ok:
+        return GateResult(command, proc, output, ())
+    parsed = parse_failures(output, limit=COUNT_LIMIT)
+    failures = tuple((f.test, f.message) for f in parsed[:MAX_FAILURES])
+    summary = runner_summary(output)
+    failing = summary.failing if summary else len(parsed)
+    return GateResult(command, proc, output, failures, failing, summary.line if summary else "")
