@@ -386,7 +386,7 @@ def test_globs_are_relative_to_a_workdir_in_a_subdirectory_of_the_repository(tmp
     )
     result = cli(
         "run", "fix add", "--implementer", cheat, "--no-review", "--verify-cmd", GATE, "--protect", "tests/**",
-        "--editable", "*.py", "--max-iters", "1", "--json", cwd=mono.path / "pkg",
+        "--editable", "*.py", "--max-iters", "1", "--json", "--workdir", str(mono.path / "pkg"), cwd=mono.path,
     )  # fmt: skip
     assert result.exit_code == 1, result.out + result.err
     events = [json.loads(line) for line in result.out.splitlines()]

@@ -68,9 +68,10 @@ def test_worktree_is_the_default_with_a_branch_and_a_commit_per_changing_step(pr
     branch = f"loope/{run['run_id']}"
     assert (ws["mode"], ws["branch"], ws["base"]) == ("worktree", branch, head)  # a clean tree: the base is HEAD
     assert Path(ws["path"]) == project.runs()[-1] / "workspace"
-    commits = project.git("log", "--format=%s", f"{head}..{branch}").splitlines()
+    runs_of = project.git("log", "--format=%(trailers:key=Loope-Run,valueonly,separator=)", f"{head}..{branch}")
+    commits = runs_of.splitlines()
     assert len(commits) == 2  # two implementer steps changed files; gates and the like commit nothing
-    assert all(run["run_id"] in c for c in commits)
+    assert all(c.strip() == run["run_id"] for c in commits)  # each carries the run in its Loope-Run trailer
     assert project.git("show", f"{branch}:calc.py") == FIXED_CALC
     assert project.git("branch", "--show-current").strip() == "main"
     assert project.git("rev-parse", "HEAD").strip() == head
