@@ -165,7 +165,8 @@ class Table:
 
     def render(self) -> str:
         lines = ["| work | loope | floor | ratio | target |", "| --- | --- | --- | --- | --- |"]
-        lines += [f"| {w} | {lo} | {fl} | {r:.2f}x | {t} |" for w, lo, fl, r, t in self.rows]
+        cell = lambda text: text.replace("|", "\\|")  # noqa: E731 - a pipe in a cell would split it
+        lines += [f"| {cell(w)} | {cell(lo)} | {cell(fl)} | {r:.2f}x | {t} |" for w, lo, fl, r, t in self.rows]
         return "\n".join(lines)
 
 
