@@ -55,6 +55,15 @@ class Budgets:
 
 
 @dataclass(frozen=True)
+class SandboxInfo:
+    """Whether the run's steps run under bubblewrap (``--sandbox``), and whether its checks reach the network."""
+
+    enabled: bool
+    mode: str
+    network_checks: str
+
+
+@dataclass(frozen=True)
 class Failure:
     """One failing check the gate's output named."""
 
@@ -96,6 +105,7 @@ class RunStarted(Event):
     warnings: list[str]
     resumed_at: int | None
     """The first iteration this runner runs, when it picks up an earlier run."""
+    sandbox: SandboxInfo | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

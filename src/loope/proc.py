@@ -18,9 +18,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import asyncio
@@ -28,6 +28,22 @@ if TYPE_CHECKING:
 from loope.errors import LoopeError
 
 LineCallback = Callable[[str], None]
+
+
+class Confinement(Protocol):
+    """What a process runs inside (``loope.sandbox``): a command prefix, and a kill of all it left.
+
+    ``enter`` is called once before the process starts; ``kill`` whenever its group is killed (it
+    ended, timed out, was stopped or interrupted) and must reach processes that left the group;
+    ``close`` once at the very end.
+    """
+
+    def enter(self, argv: tuple[str, ...], env: dict[str, str]) -> tuple[tuple[str, ...], dict[str, str]]: ...
+
+    def kill(self) -> None: ...
+
+    def close(self) -> None: ...
+
 
 _POLL_S = 0.05
 DRAIN_JOIN_S = 10.0
@@ -286,6 +302,7 @@ def run_process(
     merge_stderr: bool = False,
     term_grace_s: float = 30.0,
     on_spawn: Callable[[int], None] | None = None,
+    confine: Confinement | None = None,
 ) -> ProcResult:
     """Run ``argv`` to completion in its own process group and report how it ended.
 
@@ -297,6 +314,8 @@ def run_process(
     receives the process group id as soon as the process exists (so another runner can kill an
     orphaned group later); if it raises, or anything interrupts the wait (Ctrl-C), the group is
     killed before the exception goes on.
+    ``confine`` wraps the command (a sandbox) and kills what it left outside the group; the result
+    names the command as given.
     """
     argv_t = tuple(argv)
     started = time.monotonic()
@@ -305,9 +324,12 @@ def run_process(
     try:
         out_sink = _open_sink(stdout_path, opened)
         err_sink = _open_sink(stderr_path, opened)
-        proc = _start(argv_t, cwd, env, piped_stdin=stdin is not None, merge_stderr=merge_stderr)
+        command, full_env = argv_t, env
+        if confine is not None:
+            command, full_env = confine.enter(argv_t, dict(env if env is not None else os.environ))
+        proc = _start(command, cwd, full_env, piped_stdin=stdin is not None, merge_stderr=merge_stderr)
         if isinstance(proc, ProcResult):
-            return proc
+            return replace(proc, argv=argv_t)
         assert proc.stdout is not None
         streams.append(_Stream(proc.stdout, out_sink, on_stdout_line, capture, on_stdout_block))
         if proc.stderr is not None:
@@ -322,12 +344,15 @@ def run_process(
             cancel=cancel,
             started=started,
             grace_s=term_grace_s,
+            confine=confine,
         )
         for stream in streams:
             if stream.callback_error is not None:
                 raise stream.callback_error
         return _result(argv_t, proc, started, streams, capture=capture, timed_out=timed_out, cancelled=cancelled)
     finally:
+        if confine is not None:
+            confine.close()
         for stream in streams:
             stream.detach()
         for f in opened:
@@ -345,6 +370,7 @@ def _supervise(
     cancel: threading.Event | None,
     started: float,
     grace_s: float,
+    confine: Confinement | None,
 ) -> tuple[bool, bool]:
     """Drain and feed ``proc`` until it ends; (timed_out, cancelled). Any exception kills the group first."""
     threads = [threading.Thread(target=s.drain, name="loope-proc-drain", daemon=True) for s in streams]
@@ -360,9 +386,13 @@ def _supervise(
     except BaseException:
         _terminate(proc, 1.0)
         _signal_group(proc.pid, signal.SIGKILL)
+        if confine is not None:
+            confine.kill()
         _join(threads, ABORT_JOIN_S)  # let the output reach its files before they are closed
         raise
     _signal_group(proc.pid, signal.SIGKILL)  # whatever it left behind in its group
+    if confine is not None:
+        confine.kill()  # and whatever left the group (its own session, a double fork)
     _join(threads, DRAIN_JOIN_S)
     return outcome
 

@@ -151,6 +151,10 @@ class LoopSpec(BaseModel):
     """In a dry run: the real agents the stubs stand in for (checked before the run starts)."""
     isolate_home: bool = False
     """Give each agent step a private config dir (CLAUDE_CONFIG_DIR, CODEX_HOME, ...)."""
+    sandbox: Literal["auto", "on", "off"] = "auto"
+    """Run every agent step and check under bubblewrap: auto (where it works), on (or refuse), off."""
+    sandbox_network: Literal["on", "off"] = "on"
+    """Whether gate, metric and success commands reach the network inside the sandbox (agents always do)."""
     agents: dict[str, AgentOptions] = Field(default_factory=dict)
     """Per-adapter options from loope.toml."""
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)

@@ -14,6 +14,9 @@ import pytest
 
 from loope.agents.codex import CodexAgent
 from loope.agents.codex_sandbox import sandbox_problem
+from loope.proc import run_process
+from loope.sandbox import RunSandbox, bwrap
+from loope.sandbox.layout import Layout
 from tests.e2e.conftest import agents_dir
 from tests.unit.adapter_fakes import make_request
 
@@ -66,9 +69,22 @@ def test_a_codex_told_to_use_no_sandbox_of_its_own_is_not_asked(tmp_path, args):
 
 
 def test_inside_loopes_sandbox_codex_runs_without_its_own(tmp_path):
+    if not bwrap.support().works:
+        pytest.skip(f"needs bubblewrap: {bwrap.support().reason}")
     agent = CodexAgent(options={"bin": str(stand_in(tmp_path, sandbox_runs=False))})
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    layout = Layout.of(
+        work_tree=workspace,
+        workspace=workspace,
+        run_dir=tmp_path,
+        project=tmp_path,
+        state_file=workspace / ".loope" / "state.md",
+        tracked=[],
+        protected_patterns=[],
+    )
     for role in ("implementer", "reviewer"):
-        request = make_request(tmp_path, role=role, sandboxed=True, step_dir=tmp_path / role)
+        request = make_request(tmp_path, role=role, sandbox=RunSandbox(layout), step_dir=tmp_path / role)
         request.step_dir.mkdir(parents=True)
         argv = agent.argv(request)
 
@@ -98,17 +114,15 @@ def real_codex() -> Path:
     return path
 
 
-def test_the_real_codex_under_a_system_bubblewrap_cannot_sandbox_a_home_in_the_temporary_dir(tmp_path):
+def test_the_real_codex_under_a_system_bubblewrap_runs_a_command_with_its_home_in_the_temporary_dir(tmp_path):
     codex = str(real_codex())
-    home = tmp_path / "tmp" / "codex-home"
-    home.mkdir(parents=True)
-    elsewhere = tmp_path / "step-tmp"
-    elsewhere.mkdir()
+    home = tmp_path / "codex-home"  # under /tmp, as in these tests (and for a user whose TMPDIR holds it)
+    home.mkdir()
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "CODEX_HOME": str(home)}
+    shared = run_process([codex, "sandbox", "--", "true"], cwd=tmp_path, env={**env, "TMPDIR": str(tmp_path)})
 
-    inside = sandbox_problem(codex, {**env, "TMPDIR": str(tmp_path / "tmp")}, tmp_path)
-    outside = sandbox_problem(codex, {**env, "TMPDIR": str(elsewhere)}, tmp_path)
-
-    assert inside is not None
-    assert "codex-linux-sandbox" in inside  # bubblewrap could not find the helper codex refused to make
-    assert outside is None  # what every step gets: a private TMPDIR that codex's home is not under
+    # codex refuses to make its sandbox helper "under the temporary dir", and bubblewrap cannot find it ...
+    assert not shared.ok
+    assert "codex-linux-sandbox" in shared.stderr_tail
+    # ... which a step's private TMPDIR avoids: the probe asks as a step runs codex.
+    assert sandbox_problem(codex, {**env, "TMPDIR": str(tmp_path)}, tmp_path) is None

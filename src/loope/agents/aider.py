@@ -59,6 +59,7 @@ class AiderSession(Session):
 
 class AiderAgent(ProcessAgent):
     name = "aider"
+    home_state = (".aider", ".aider.chat.history.md", ".aider.input.history", ".cache/aider")
     transcript_name = "transcript.log"
     prompt_on_stdin = False
     info: ClassVar[AdapterInfo] = AdapterInfo(

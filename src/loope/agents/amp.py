@@ -45,6 +45,7 @@ SETTINGS_FILE = "amp-settings.json"
 
 class AmpAgent(StreamAgent):
     name = "amp"
+    home_state = (".config/amp", ".local/share/amp", ".cache/amp")
     product = "Amp"
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="amp",

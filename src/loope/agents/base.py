@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from loope.enums import Role
+from loope.sandbox import UNSANDBOXED, RunSandbox
 
 if TYPE_CHECKING:
     from loope.agents.setback import Setback
@@ -95,8 +96,8 @@ class AgentRequest:
     on_event: Callable[[AgentEvent], None] = _ignore
     on_spawn: Callable[[int], None] | None = None
     """Told the process group id of the agent's process as soon as it starts."""
-    sandboxed: bool = False
-    """The step runs inside loope's sandbox (a CLI's own sandbox is then redundant, and may not nest)."""
+    sandbox: RunSandbox = UNSANDBOXED
+    """The run's sandbox, which gives the agent's process its box."""
     may_write: Callable[[str], str | None] | None = None
     """Why the agent may not write a workspace-relative path (protected, not editable), or None when it
     may: the guard's rules, for adapters that see a write before it happens (ACP) and refuse it."""
@@ -104,6 +105,11 @@ class AgentRequest:
     @property
     def mode(self) -> Mode:
         return mode_for(self.role)
+
+    @property
+    def sandboxed(self) -> bool:
+        """The step runs inside loope's sandbox (a CLI's own sandbox is then redundant, and may not nest)."""
+        return self.sandbox.enabled
 
     @property
     def prompt_file(self) -> Path:

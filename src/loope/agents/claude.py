@@ -49,6 +49,7 @@ class ClaudeAgent(StreamAgent):
     product = "Claude Code"
     prompt_on_stdin = True
     home_env = ("CLAUDE_CONFIG_DIR",)
+    home_state = (".claude", ".claude.json", ".cache/claude")
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="claude",
         binary="claude",

@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import tempfile
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +71,7 @@ class CodexAgent(StreamAgent):
     product = "Codex CLI"
     prompt_on_stdin = True
     home_env = ("CODEX_HOME",)
+    home_state = (".codex",)
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="codex",
         binary="codex",
@@ -106,16 +106,13 @@ class CodexAgent(StreamAgent):
 
     def runtime_problem(self, request: AgentRequest, env: Mapping[str, str]) -> str | None:
         argv = self.argv(request)
-        if not own_sandbox_in_use(argv):
-            return None
-        return sandbox_problem(argv[0], env, request.workspace)
+        return sandbox_problem(argv[0], env, request.workspace) if own_sandbox_in_use(argv) else None
 
     def doctor_problem(self, workdir: Path) -> str | None:
         """Whether codex's own sandbox runs a command, as a step outside loope's sandbox would find it."""
         if not own_sandbox_in_use(self.extra_args()):
             return None
-        with tempfile.TemporaryDirectory(prefix="loope-doctor-", ignore_cleanup_errors=True) as tmp:
-            return sandbox_problem(self.binary(), {**os.environ, "TMPDIR": tmp}, workdir)
+        return sandbox_problem(self.binary(), os.environ, workdir)
 
     # -- reading its output -------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ with a reason on stderr, so loope asks that first and fails the step with the re
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,13 +32,11 @@ _lock = threading.Lock()
 def sandbox_problem(binary: str, env: Mapping[str, str], cwd: Path) -> str | None:
     """Why codex's own sandbox cannot run a command with ``env``, or None.
 
-    Cached by what decides it: the binary, codex's home and whether it lies under the temporary
-    directory (fresh for every step), and PATH (which bubblewrap codex finds).
+    Asked as a step would run it, with a private TMPDIR; cached by what decides it: the binary,
+    codex's home, and PATH (which bubblewrap codex finds).
     """
     home = os.path.abspath(env.get("CODEX_HOME") or str(Path(env.get("HOME") or Path.home()) / ".codex"))
-    tmp = os.path.abspath(env.get("TMPDIR") or "/tmp")
-    under_tmp = os.path.commonpath([home, tmp]) == tmp
-    key = (binary, home, str(under_tmp), env.get("PATH", ""))
+    key = (binary, home, env.get("PATH", ""))
     with _lock:
         if key in _cache:
             return _cache[key]
@@ -48,7 +47,12 @@ def sandbox_problem(binary: str, env: Mapping[str, str], cwd: Path) -> str | Non
 
 
 def _probe(binary: str, env: Mapping[str, str], cwd: Path) -> str | None:
-    result = run_process([binary, "sandbox", "--", "true"], cwd=cwd, env=env, capture=True, timeout=PROBE_TIMEOUT_S)
+    # Asked the way a step runs codex: with a private TMPDIR of its own (see loope.sandbox).
+    with tempfile.TemporaryDirectory(prefix="loope-codex-probe-", ignore_cleanup_errors=True) as tmp:
+        probe_env = {**env, "TMPDIR": tmp}
+        result = run_process(
+            [binary, "sandbox", "--", "true"], cwd=cwd, env=probe_env, capture=True, timeout=PROBE_TIMEOUT_S
+        )
     if result.ok:
         return None
     lines = [ln.strip() for ln in result.stderr_tail.splitlines() if ln.strip()]

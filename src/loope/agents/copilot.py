@@ -53,6 +53,7 @@ class CopilotAgent(StreamAgent):
     name = "copilot"
     product = "GitHub Copilot CLI"
     home_env = ("COPILOT_HOME",)
+    home_state = (".copilot", ".cache/copilot")
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="copilot",
         binary="copilot",

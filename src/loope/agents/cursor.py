@@ -39,6 +39,7 @@ class CursorAgent(StreamAgent):
     name = "cursor"
     product = "Cursor's cursor-agent"
     home_env = ("CURSOR_CONFIG_DIR",)
+    home_state = (".cursor", ".config/cursor", ".cache/cursor")
     alternate_binaries = ("agent",)
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="cursor",

@@ -43,6 +43,11 @@ class ExecAgent(ProcessAgent):
     def argv(self, request: AgentRequest) -> list[str]:
         return ["/bin/sh", "-c", self.command]
 
+    def visible_paths(self, request: AgentRequest) -> list[Path]:
+        from loope.sandbox.layout import named_paths
+
+        return named_paths(self.command, request.workspace) if request.sandboxed else []
+
     def preflight(self, workdir: Path) -> str | None:
         """Why the command cannot run from ``workdir``, or None."""
         try:

@@ -53,6 +53,7 @@ class GeminiAgent(StreamAgent):
     name = "gemini"
     product = "Gemini CLI"
     home_env = ("GEMINI_CLI_HOME",)
+    home_state = (".gemini",)
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="gemini",
         binary="gemini",

@@ -41,6 +41,7 @@ class GooseAgent(StreamAgent):
     name = "goose"
     product = "goose"
     home_env = ("GOOSE_PATH_ROOT",)
+    home_state = (".config/goose", ".local/share/goose", ".local/state/goose")
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="goose",
         binary="goose",

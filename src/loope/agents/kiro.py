@@ -49,6 +49,7 @@ class KiroSession(Session):
 
 class KiroAgent(ProcessAgent):
     name = "kiro"
+    home_state = (".kiro", ".local/share/kiro-cli", ".aws/sso/cache")
     transcript_name = "transcript.log"
     prompt_on_stdin = False
     info: ClassVar[AdapterInfo] = AdapterInfo(

@@ -41,6 +41,7 @@ _READ_ONLY = {"edit": "deny", "bash": "deny"}
 
 class OpenCodeAgent(StreamAgent):
     name = "opencode"
+    home_state = (".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode")
     product = "OpenCode"
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="opencode",

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -70,6 +69,8 @@ class ProcessAgent:
     transcript_name: ClassVar[str] = "transcript.jsonl"
     home_env: ClassVar[tuple[str, ...]] = ()
     """Variables that point the CLI at a private config dir under ``--isolate-home``."""
+    home_state: ClassVar[tuple[str, ...]] = ()
+    """The CLI's own state under HOME (``.claude``, ``.claude.json``): writable inside the sandbox."""
     alternate_binaries: ClassVar[tuple[str, ...]] = ()
     """Other names the CLI is installed under (cursor: ``cursor-agent`` or ``agent``)."""
 
@@ -178,28 +179,36 @@ class ProcessAgent:
             report(self.read_block(block, session))
 
         env = self.environment(request)
-        # A private temporary directory per step, removed when it ends: nothing one step leaves
-        # there is seen by the next, and a CLI whose home sits in the shared /tmp (codex refuses
-        # to make its sandbox helpers "under the temporary dir") is not under this one.
-        with tempfile.TemporaryDirectory(prefix="loope-step-", ignore_cleanup_errors=True) as tmp:
-            env["TMPDIR"] = tmp
-            problem = self.runtime_problem(request, env)
-            if problem:
-                return AgentResult(ok=False, message="", error=problem)
-            proc = run_process(
-                argv,
-                cwd=request.workspace,
-                env=env,
-                stdin=request.prompt if self.prompt_on_stdin else None,
-                timeout=request.timeout_s,
-                stdout_path=request.step_dir / self.transcript_name,
-                stderr_path=request.step_dir / "stderr.log",
-                on_stdout_block=on_block,
-                cancel=request.cancel,
-                on_spawn=request.on_spawn,
-            )
+        problem = self.runtime_problem(request, env)
+        if problem:
+            return AgentResult(ok=False, message="", error=problem)
+        box = request.sandbox.agent(
+            write=request.mode == "write", state=self.state_paths(env), visible=self.visible_paths(request)
+        )
+        proc = run_process(
+            argv,
+            cwd=request.workspace,
+            env=env,
+            stdin=request.prompt if self.prompt_on_stdin else None,
+            timeout=request.timeout_s,
+            stdout_path=request.step_dir / self.transcript_name,
+            stderr_path=request.step_dir / "stderr.log",
+            on_stdout_block=on_block,
+            cancel=request.cancel,
+            on_spawn=request.on_spawn,
+            confine=box,
+        )
         report(self.finish(proc, session))
         return self._result(proc, session, request)
+
+    def state_paths(self, env: Mapping[str, str]) -> list[Path]:
+        """Where the CLI keeps its own state for this step: ``home_state`` under HOME, and ``home_env``'s dirs."""
+        home = Path(env.get("HOME") or Path.home())
+        return [home / rel for rel in self.home_state] + [Path(env[v]) for v in self.home_env if env.get(v)]
+
+    def visible_paths(self, request: AgentRequest) -> list[Path]:
+        """Files the command needs to see, read-only, wherever they are (inside the sandbox)."""
+        return []
 
     def runtime_problem(self, request: AgentRequest, env: Mapping[str, str]) -> str | None:
         """Why this step cannot do its work in the environment it is about to get, or None.

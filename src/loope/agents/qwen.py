@@ -46,6 +46,7 @@ class QwenAgent(StreamAgent):
     name = "qwen"
     product = "Qwen Code"
     home_env = ("QWEN_HOME",)
+    home_state = (".qwen",)
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="qwen",
         binary="qwen",

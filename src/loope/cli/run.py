@@ -63,6 +63,16 @@ from loope.cli.options import output_options, views
 @click.option("--workspace", type=click.Choice(["worktree", "copy", "in-place"]), help="Where agents work.")
 @click.option("--branch", metavar="NAME", help="The run branch. [default: loope/<run-id>]")
 @click.option("--isolate-home", is_flag=True, default=None, help="A private agent config dir per step.")
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "on", "off"]),
+    help="Run every step under bubblewrap: auto (where it works), on (or refuse), off. [default: auto]",
+)
+@click.option(
+    "--sandbox-network",
+    type=click.Choice(["on", "off"]),
+    help="Whether gate, metric and success commands reach the network in the sandbox. [default: on]",
+)
 @click.option("--notify", multiple=True, metavar="SPEC", help="slack:CHANNEL, webhook:URL or cmd:COMMAND.")
 @click.option("--detach", is_flag=True, help="Run in the background; print the run id.")
 @click.option("--show-diff", is_flag=True, help="Print the cumulative diff at the end.")
@@ -86,7 +96,9 @@ def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool,
         _check_real_setup(spec)
     if detach:
         from loope.cli.control import start_detached
+        from loope.sandbox import choose
 
+        choose(spec.sandbox)  # --sandbox on where it cannot work: refused here, not in the background
         return start_detached(spec)
     from loope.services import for_project
 

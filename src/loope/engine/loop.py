@@ -18,6 +18,7 @@ from loope.engine.recorders import EventsFile, ReportWriter
 from loope.engine.resume import abandon, rewind
 from loope.engine.retry import limit_detail
 from loope.engine.roster import NO_SERVICES, Agents, Services
+from loope.engine.sandboxing import run_sandbox
 from loope.engine.segments import MoreBudget, extend, reopen_state
 from loope.engine.state import Halt, RunnerLock, RunState
 from loope.engine.steps import AgentStep, StepRunner
@@ -33,6 +34,7 @@ from loope.events import (
     ReviewFinished,
     RunFinished,
     RunStarted,
+    SandboxInfo,
 )
 from loope.records import ledger
 from loope.records import state as state_file
@@ -49,7 +51,9 @@ from loope.records.model import (
 )
 from loope.records.rundir import RunDir
 from loope.records.space import Reserve, append_quietly, disk_full, failure_detail, full_disk_detail
+from loope.sandbox import choose
 from loope.spec import LoopSpec
+from loope.termination import Terminated, terminated_as_interrupt
 from loope.workspace import safefs
 from loope.workspace.git import toplevel
 from loope.workspace.guard import Guard
@@ -66,7 +70,8 @@ class Engine:
         self.agents = Agents.from_spec(spec)
         check_commands(spec)
         self.usage_error = False  # bad input found only once the run ran (a gate whose program is missing)
-        self.interrupted = False
+        self.sandbox = choose(spec.sandbox)
+        self.interrupted: KeyboardInterrupt | None = None
         self.loop = LoopState()
         self.contract: str | None = None
         self.memories = ""
@@ -191,9 +196,6 @@ class Engine:
         state_path = workspace.path / LOOPE_DIR / "state.md"
         workspace.start_watching()
         record.pid = os.getpid()
-        self._run = RunState(spec, rundir, workspace, record, self.bus, state_path)
-        if self.control is not None:
-            self.control.watch(rundir.run_id, self._run.cancel)
         self.guard = Guard(
             workspace,
             protect=spec.protect,
@@ -206,6 +208,12 @@ class Engine:
             gate=spec.verify_cmd or spec.metric_cmd,
             run_dir=rundir.root,
         )
+        sandbox = run_sandbox(
+            spec, self.sandbox, workspace=workspace, rundir=rundir, state_file=state_path, guard=self.guard
+        )
+        self._run = RunState(spec, rundir, workspace, record, self.bus, state_path, sandbox=sandbox)
+        if self.control is not None:
+            self.control.watch(rundir.run_id, self._run.cancel)
         self.guard.seal(rundir / "spec.json", (rundir / "spec.json").read_bytes())
         for name in ("ledger.jsonl", "score.log", "best", "design-contract.md"):
             path = rundir / name
@@ -237,7 +245,9 @@ class Engine:
                 max_iters=spec.max_iters,
                 budgets=Budgets(spec.max_cost, spec.max_tokens, spec.max_time),
                 dry_run=spec.dry_run,
+                sandbox=SandboxInfo(self.sandbox.enabled, spec.sandbox, spec.sandbox_network),
                 warnings=[f"--editable/--protect {p!r} matches no file" for p in warnings]
+                + ([self.sandbox.warning] if self.sandbox.warning else [])
                 + (
                     [f"--max-cost cannot see what {', '.join(blind)} spend (their CLIs report no cost)"]
                     if spec.max_cost is not None and (blind := self.agents.cost_blind())
@@ -253,6 +263,10 @@ class Engine:
 
     def drive(self, *, first: int) -> RunRecord:
         """Iterate from ``first`` until something stops the loop; always finalizes the record."""
+        with terminated_as_interrupt():  # SIGTERM and SIGHUP stop the run as Ctrl-C does
+            return self._drive(first)
+
+    def _drive(self, first: int) -> RunRecord:
         run, spec = self.run_state, self.spec
         reason, detail = StopReason.FAILED, "the loop ended unexpectedly"
         try:
@@ -275,10 +289,11 @@ class Engine:
             raise Halt(StopReason.MAX_ITERS, f"reached --max-iters {spec.max_iters}")
         except Halt as halt:
             reason, detail = halt.reason, halt.detail
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             run.cancel.set()
-            self.interrupted = True
-            reason, detail = StopReason.STOPPED, "interrupted with Ctrl-C"
+            self.interrupted = exc
+            detail = f"stopped by {exc.name}" if isinstance(exc, Terminated) else "interrupted with Ctrl-C"
+            reason = StopReason.STOPPED
         except LoopeError as exc:
             reason, detail = StopReason.FAILED, str(exc)
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure; the traceback is kept in error.log
@@ -620,6 +635,8 @@ class Engine:
         from loope.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
         record = self.run_state.record
+        if isinstance(self.interrupted, Terminated):
+            return self.interrupted.exit_code
         if self.interrupted:
             return EXIT_INTERRUPTED
         if self.usage_error:

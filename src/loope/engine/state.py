@@ -12,6 +12,7 @@ from loope.enums import StopReason
 from loope.records.model import RunRecord, StepRecord
 from loope.records.rundir import RunDir
 from loope.records.runjson import RunJsonWriter
+from loope.sandbox import UNSANDBOXED, RunSandbox
 from loope.spec import LoopSpec
 from loope.workspace.workspace import Workspace
 
@@ -34,6 +35,8 @@ class RunState:
     bus: EventBus
     state_file: Path
     cancel: threading.Event = field(default_factory=threading.Event)
+    sandbox: RunSandbox = UNSANDBOXED
+    """Gives every step's process its box (bubblewrap, or only the nets that end what it started)."""
     next_step: int = 1
     started: float = field(default_factory=time.monotonic)
     _lock: threading.Lock = field(default_factory=threading.Lock)

@@ -150,6 +150,7 @@ class StepRunner:
             timeout_s=run.step_timeout(),
             max_budget_usd=None if remaining is None else remaining / share,
             isolate_home=run.spec.isolate_home,
+            sandbox=run.sandbox,
             cancel=run.cancel,
             on_event=on_event,
             on_spawn=pid_recorder(step_dir),
@@ -254,6 +255,7 @@ class StepRunner:
                 timeout=self.run.step_timeout(),
                 cancel=self.run.cancel,
                 env=env,
+                sandbox=self.run.sandbox,
             ),
         )
         record.ok, record.error = result.proc.start_error is None, result.proc.start_error
@@ -285,7 +287,13 @@ class StepRunner:
         def execute(step_dir: Path) -> GateResult:
             log = step_dir / "output.log"
             proc = run_shell(
-                command, cwd=self.run.workspace.path, log=log, timeout=timeout, cancel=self.run.cancel, env=env
+                command,
+                cwd=self.run.workspace.path,
+                log=log,
+                timeout=timeout,
+                cancel=self.run.cancel,
+                env=env,
+                sandbox=self.run.sandbox,
             )
             return GateResult(command, proc, read_output(log), ())
 
@@ -311,6 +319,7 @@ class StepRunner:
                 repeat=self.run.spec.metric_repeat,
                 timeout=self.run.step_timeout(),
                 cancel=self.run.cancel,
+                sandbox=self.run.sandbox,
             ),
         )
         record.error, record.score, record.duration_s = result.error, result.score, round(result.duration_s, 3)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from loope.engine.feedback import MAX_FAILURES, GateReport, tail
 from loope.proc import ProcResult, run_process
+from loope.sandbox import UNSANDBOXED, RunSandbox
 
 OUTPUT_SCAN_BYTES = 1_000_000
 COUNT_LIMIT = 100_000  # failures parsed to count them when the runner printed no summary
@@ -30,8 +31,9 @@ def run_shell(
     timeout: float | None,
     cancel: threading.Event | None = None,
     env: dict[str, str] | None = None,
+    sandbox: RunSandbox = UNSANDBOXED,
 ) -> ProcResult:
-    """``command`` through the shell, stdout and stderr interleaved into ``log``.
+    """``command`` through the shell, stdout and stderr interleaved into ``log``, in a box of ``sandbox``.
 
     The process group id goes to ``<log dir>/process.pid`` so a resumed run can kill it if its
     runner died while the command ran.
@@ -46,6 +48,7 @@ def run_shell(
         merge_stderr=True,
         term_grace_s=5.0,
         on_spawn=pid_recorder(log.parent),
+        confine=sandbox.check(command, cwd),
     )
 
 
@@ -104,12 +107,13 @@ def run_gate(
     timeout: float | None,
     cancel: threading.Event | None = None,
     env: dict[str, str] | None = None,
+    sandbox: RunSandbox = UNSANDBOXED,
 ) -> GateResult:
     """Run the gate once; pass/fail with the failing checks parsed from its output."""
     from loope.verify.failures import parse_failures
     from loope.verify.summary import runner_summary
 
-    proc = run_shell(command, cwd=cwd, log=log, timeout=timeout, cancel=cancel, env=env)
+    proc = run_shell(command, cwd=cwd, log=log, timeout=timeout, cancel=cancel, env=env, sandbox=sandbox)
     output = read_output(log)
     if proc.start_error:
         output = proc.start_error

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loope.engine.decide import median
+from loope.sandbox import UNSANDBOXED, RunSandbox
 from loope.text import strip_ansi
 from loope.verify.gate import read_output, run_shell
 
@@ -50,13 +51,14 @@ def measure(
     repeat: int,
     timeout: float | None,
     cancel: threading.Event | None = None,
+    sandbox: RunSandbox = UNSANDBOXED,
 ) -> Measurement:
     """Run the metric ``repeat`` times; the median score, or why there is none."""
     runs: list[float] = []
     started = time.monotonic()
     for index in range(1, repeat + 1):
         log = log_dir / (f"metric-{index}.log" if repeat > 1 else "metric.log")
-        proc = run_shell(command, cwd=cwd, log=log, timeout=timeout, cancel=cancel)
+        proc = run_shell(command, cwd=cwd, log=log, timeout=timeout, cancel=cancel, sandbox=sandbox)
         output = read_output(log)
         if not proc.ok:
             return Measurement(

@@ -1,0 +1,37 @@
+"""The run's sandbox, laid out from its workspace, run directory and guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loope.records.rundir import RunDir
+from loope.sandbox import UNSANDBOXED, Choice, RunSandbox
+from loope.sandbox.layout import Layout
+from loope.spec import LoopSpec
+from loope.workspace.git import toplevel
+from loope.workspace.guard import Guard
+from loope.workspace.workspace import Workspace
+
+
+def run_sandbox(
+    spec: LoopSpec,
+    choice: Choice,
+    *,
+    workspace: Workspace,
+    rundir: RunDir,
+    state_file: Path,
+    guard: Guard,
+) -> RunSandbox:
+    """The sandbox every step of this run gets (UNSANDBOXED when ``choice`` says off)."""
+    if not choice.enabled:
+        return UNSANDBOXED
+    layout = Layout.of(
+        work_tree=workspace.git.work_tree,
+        workspace=workspace.path,
+        run_dir=rundir.root,
+        project=toplevel(spec.workdir) or spec.workdir,
+        state_file=state_file,
+        tracked=[p for p in workspace.git.out("ls-files", "-z").split("\0") if p],
+        protected_patterns=guard.protected_patterns,
+    )
+    return RunSandbox(layout, check_network=spec.sandbox_network == "on")

@@ -1,0 +1,156 @@
+"""The sandbox around every agent step and every check, and the end of every process a step started.
+
+A run has one :class:`RunSandbox`; each step gets a :class:`StepBox` from it, which ``loope.proc``
+applies to the step's process (``run_process(confine=...)``):
+
+- with bubblewrap (``--sandbox auto`` where it works, or ``on``), the process runs in a mount and
+  PID namespace of its own with the policy of ``layout.py``;
+- with or without it, the step gets a private TMPDIR, and when its process ends (or times out, or
+  is stopped) everything it started is killed: the PID namespace, a cgroup, a marker (``reap.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from loope.errors import LoopeError
+from loope.sandbox import bwrap, reap
+from loope.sandbox.layout import Layout, named_paths
+
+SandboxMode = Literal["auto", "on", "off"]
+MODES: tuple[SandboxMode, ...] = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Whether a run's steps are sandboxed, and the line that says why not."""
+
+    enabled: bool
+    warning: str | None = None
+
+
+def choose(mode: SandboxMode) -> Choice:
+    """``mode`` resolved on this machine; ``on`` where bubblewrap cannot work is a usage error."""
+    if mode == "off":
+        return Choice(False)
+    found = bwrap.support()
+    if found.works:
+        return Choice(True)
+    if mode == "on":
+        raise LoopeError(f"--sandbox on: {found.reason}; install bubblewrap, or run with --sandbox off")
+    return Choice(False, f"sandbox off: {found.reason}; only the guard keeps the agent to its rules")
+
+
+def status_line() -> tuple[bool, str]:
+    """What ``loope doctor`` says about the sandbox: (works, one line)."""
+    found = bwrap.support()
+    if found.works:
+        return True, f"bubblewrap at {found.binary}: every step runs sandboxed (--sandbox auto)"
+    return False, f"{found.reason}: steps run unsandboxed, only the guard keeps the rules"
+
+
+class StepBox:
+    """One step's confinement (a ``loope.proc.Confinement``)."""
+
+    def __init__(
+        self,
+        binary: str | None,
+        layout: Layout | None,
+        *,
+        write: bool,
+        state: Iterable[Path] = (),
+        visible: Iterable[Path] = (),
+        network: bool = True,
+    ) -> None:
+        self.binary = binary if layout is not None else None
+        self.layout = layout
+        self.write = write
+        self.state = tuple(state)
+        self.visible = tuple(visible)
+        self.network = network
+        self.tmp: Path | None = None
+        self.token = reap.new_token()
+        self.cgroup: reap.StepCgroup | None = None
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.binary is not None
+
+    def enter(self, argv: tuple[str, ...], env: dict[str, str]) -> tuple[tuple[str, ...], dict[str, str]]:
+        self.tmp = Path(tempfile.mkdtemp(prefix="loope-step-"))
+        env = {**env, reap.TOKEN_VAR: self.token}
+        if self.binary is not None and self.layout is not None:
+            policy = self.layout.policy(
+                tmp=self.tmp, write=self.write, state=self.state, visible=self.visible, network=self.network
+            )
+            argv = tuple(bwrap.command(self.binary, policy, argv))
+            env["TMPDIR"] = "/tmp"
+        else:
+            env["TMPDIR"] = str(self.tmp)
+        base = reap.cgroup_base()
+        if base is not None:
+            with contextlib.suppress(OSError):
+                self.cgroup = reap.StepCgroup(base, self.token)
+        if self.cgroup is not None:
+            argv = (*self.cgroup.prefix(), *argv)
+        return argv, env
+
+    def kill(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        reap.kill_marked(self.token)
+
+    def close(self) -> None:
+        self.kill()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class RunSandbox:
+    """Hands each step of a run its box."""
+
+    def __init__(self, layout: Layout | None = None, *, check_network: bool = True) -> None:
+        found = bwrap.support() if layout is not None else None
+        self.binary = found.binary if found is not None and found.works else None
+        self.layout = layout if self.binary is not None else None
+        self.check_network = check_network
+
+    @property
+    def enabled(self) -> bool:
+        return self.layout is not None
+
+    def agent(self, *, write: bool, state: Iterable[Path] = (), visible: Iterable[Path] = ()) -> StepBox:
+        """An agent step's box: the work tree writable for writers, ``state`` (its CLI's own files) for all."""
+        existing = [p for p in state if _prepare_state(p)] if self.enabled else []
+        return StepBox(self.binary, self.layout, write=write, state=existing, visible=visible)
+
+    def check(self, command: str, cwd: Path) -> StepBox:
+        """A gate, metric or success command's box: the work tree writable (caches), no home state."""
+        visible = named_paths(command, cwd) if self.enabled else []
+        return StepBox(self.binary, self.layout, write=True, visible=visible, network=self.check_network)
+
+
+UNSANDBOXED = RunSandbox()
+"""Steps run outside any sandbox (still with a private TMPDIR, and nothing outlives them)."""
+
+
+def _prepare_state(path: Path) -> bool:
+    """Whether ``path`` (an agent's state dir or file) can be bound writable; directories are made."""
+    if path.exists():
+        return True
+    if path.suffix:  # a file such as ~/.claude.json: the CLI makes it, outside the sandbox too
+        return False
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.path.isdir(path)

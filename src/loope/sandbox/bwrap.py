@@ -1,0 +1,78 @@
+"""Bubblewrap: whether it works here (asked once per process), and the command line for a policy."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PROBE_TIMEOUT_S = 20.0
+_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+# A PID namespace per step (its init ends every process in it when the command ends or its parent
+# dies); no capabilities, even for root, so nothing inside can remount what is read-only.
+_ISOLATE = ("--unshare-pid", "--unshare-ipc", "--die-with-parent", "--cap-drop", "ALL")
+
+
+@dataclass(frozen=True)
+class Support:
+    """What the probe found."""
+
+    binary: str | None
+    works: bool
+    reason: str
+    """Why it does not work (empty when it does)."""
+
+
+@functools.lru_cache(maxsize=1)
+def support() -> Support:
+    """Whether bubblewrap can build the sandbox loope needs on this machine (cached)."""
+    from loope.proc import run_process
+
+    binary = shutil.which("bwrap")
+    if binary is None:
+        return Support(None, False, "bubblewrap is not installed (apt-get install bubblewrap)")
+    probe = [binary, *_BASE, "--tmpfs", "/tmp", *_ISOLATE, "--unshare-net", "--", "true"]
+    result = run_process(probe, cwd="/", capture=True, timeout=PROBE_TIMEOUT_S, term_grace_s=1)
+    if result.ok:
+        return Support(binary, True, "")
+    lines = [ln.strip() for ln in result.stderr_tail.splitlines() if ln.strip()]
+    detail = lines[-1] if lines else result.describe()
+    return Support(binary, False, f"bubblewrap cannot make a sandbox here ({detail})")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What one sandboxed process sees: the whole file system read-only, but for these."""
+
+    cwd: Path
+    tmp: Path
+    """A directory of the runner's, mounted as the process's private /tmp."""
+    writable: tuple[Path, ...] = ()
+    read_only: tuple[Path, ...] = ()
+    """Shown read-only, on top of a writable parent (a protected file) or over the private /tmp."""
+    network: bool = True
+
+
+def command(binary: str, policy: Policy, argv: Sequence[str]) -> list[str]:
+    """``argv`` under bubblewrap with ``policy``.
+
+    Mounts are applied parents first, so a protected file inside the writable workspace stays
+    read-only, and a writable state file inside a read-only directory stays writable. Paths that
+    do not exist are skipped (bubblewrap cannot bind them; the guard sees what is created there),
+    and so is any path that goes through a symlink: a mount follows it, and an agent's link must
+    never turn into a writable view of what it points at.
+    """
+    mounts: list[tuple[Path, str]] = [(p, "--bind") for p in policy.writable]
+    mounts += [(p, "--ro-bind") for p in policy.read_only]
+    mounts.sort(key=lambda m: len(m[0].parts))
+    args = [binary, *_BASE, "--bind", str(policy.tmp), "/tmp"]
+    for path, flag in mounts:
+        if path.exists() and os.path.realpath(path) == str(path):
+            args += [flag, str(path), str(path)]
+    args += _ISOLATE
+    if not policy.network:
+        args.append("--unshare-net")
+    return [*args, "--setenv", "TMPDIR", "/tmp", "--chdir", str(policy.cwd), "--", *argv]

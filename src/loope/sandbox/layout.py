@@ -1,0 +1,130 @@
+"""What a run's steps may touch: the paths behind each step's sandbox policy.
+
+Everything is read-only but the work tree (for writers and checks), the step's private /tmp and the
+agent CLI's own state under HOME. Inside the work tree its ``.git`` (a file naming the git dir, or
+the user's own ``.git`` in place), loope's files in ``.loope/`` and the protected files stay
+read-only. The git dirs behind it (the user's ``.git``, objects and refs, or the run's shadow git
+dir) are read-only too: git status, diff and log work inside, git add and commit fail cleanly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from loope.sandbox.bwrap import Policy
+
+MAX_PROTECTED_BINDS = 2000
+"""Protected files bound read-only one by one at most (past that the guard alone undoes changes)."""
+_RECORD_PARTS = ("runs", "loope.db")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The resolved paths of one run."""
+
+    work_tree: Path
+    workspace: Path
+    run_dir: Path
+    project: Path
+    """The user's repository (or workdir): read-only, and visible even when it lives under /tmp."""
+    state_file: Path
+    protected: tuple[Path, ...] = ()
+    """Files and directories inside the work tree that stay read-only for every step."""
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        work_tree: Path,
+        workspace: Path,
+        run_dir: Path,
+        project: Path,
+        state_file: Path,
+        tracked: Iterable[str],
+        protected_patterns: Iterable[str],
+    ) -> Layout:
+        """The layout of a run; ``tracked`` names the work tree's files from its top."""
+        top = Path(os.path.realpath(work_tree))
+        ws = Path(os.path.realpath(workspace))
+        loope_dir = ws / ".loope"
+        fixed = [top / ".git"]
+        if any((loope_dir / part).exists() for part in _RECORD_PARTS):
+            fixed.append(loope_dir)  # in place: the project's own records live here
+        else:
+            fixed.append(loope_dir / ".gitignore")
+        matched = _matching(ws.relative_to(top).as_posix() if ws != top else "", tracked, protected_patterns)
+        return cls(
+            work_tree=top,
+            workspace=ws,
+            run_dir=Path(os.path.realpath(run_dir)),
+            project=Path(os.path.realpath(project)),
+            state_file=Path(os.path.realpath(state_file)),
+            protected=tuple(fixed + [top / p for p in matched[:MAX_PROTECTED_BINDS]]),
+        )
+
+    def policy(
+        self,
+        *,
+        tmp: Path,
+        write: bool,
+        state: Iterable[Path] = (),
+        visible: Iterable[Path] = (),
+        network: bool = True,
+    ) -> Policy:
+        """One step's policy: ``write`` gives it the work tree; ``state`` is writable wherever it is.
+
+        ``visible``: more paths shown read-only (the scripts a command names, should they live
+        under /tmp, which the step's private /tmp hides).
+        """
+        writable = [*state]
+        shown = [p for p in visible if not p.is_relative_to(self.work_tree)]  # inside, they are seen already
+        read_only = [self.project, self.run_dir, *shown, *self.protected]
+        if write:
+            writable.append(self.work_tree)
+            if self.workspace / ".loope" in self.protected:
+                writable.append(self.state_file)  # its directory holds the project's records
+        else:
+            read_only.append(self.work_tree)
+        return Policy(
+            cwd=self.workspace,
+            tmp=tmp,
+            writable=tuple(writable),
+            read_only=tuple(p for p in read_only if p not in writable),
+            network=network,
+        )
+
+
+def _matching(prefix: str, tracked: Iterable[str], patterns: Iterable[str]) -> list[str]:
+    """The tracked files (from the top) that ``patterns`` (from the workdir) protect."""
+    import pathspec
+
+    spec = pathspec.GitIgnoreSpec.from_lines(list(patterns))
+    lead = f"{prefix}/" if prefix else ""
+    found = []
+    for path in tracked:
+        if path.startswith(lead) and spec.match_file(path[len(lead) :]):
+            found.append(path)
+    return found
+
+
+def named_paths(command: str, cwd: Path) -> list[Path]:
+    """The existing files and directories a shell command names (``/tmp/agent.py``, ``./check.sh``)."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    found = []
+    for word in words:
+        named = word.split("=", 1)[-1]  # --config=./x.toml and VAR=./x name a path too
+        if "/" not in named or named.startswith("-"):
+            continue
+        path = Path(named).expanduser()
+        path = path if path.is_absolute() else cwd / path
+        if path.exists():
+            found.append(Path(os.path.realpath(path)))
+    return found

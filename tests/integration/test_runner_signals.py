@@ -1,0 +1,55 @@
+"""SIGTERM and SIGHUP to a real runner: the step in flight and all it started killed, the run ``stopped``."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from loope.sandbox import bwrap
+from tests.conftest import GATE
+from tests.integration.test_control import DEADLINE_S, Runners, read_json, wait_for
+from tests.integration.test_sandbox_attacks import markers, survivors
+
+SANDBOX = ["off", pytest.param("on", marks=pytest.mark.skipif(not bwrap.support().works, reason="needs bubblewrap"))]
+
+
+@pytest.fixture
+def runners(project):  # type: ignore[no-untyped-def]
+    started = Runners(project)
+    yield started
+    started.cleanup()
+
+
+@pytest.mark.parametrize("sandbox", SANDBOX)
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_to_the_runner_stops_the_run_like_stop_now(project, tmp_path, runners, *, signum, code, sandbox):
+    agent = tmp_path / "agent.sh"
+    agent.write_text(
+        '#!/bin/sh\necho "marker $LOOPE_STEP_TOKEN"\nsetsid sleep 300 >/dev/null 2>&1 &\n(sleep 300 &)\necho ready\n'
+        "exec sleep 300\n"
+    )
+    runner = runners.start(
+        "run", "fix add", "--implementer", f"exec:sh {agent}", "--no-review", "--verify-cmd", GATE,
+        "--sandbox", sandbox, "--plain",
+    )  # fmt: skip
+
+    def step_ready() -> bool:
+        runs = project.runs()
+        logs = list((runs[-1] / "agents").glob("01-*/transcript.log")) if runs else []
+        return bool(logs) and "ready" in logs[0].read_text()
+
+    wait_for(step_ready, "the implementer to start its processes")
+    (step,) = (project.runs()[-1] / "agents").glob("01-*")
+    tokens = markers(step)
+    runner.send_signal(signum)
+
+    assert runner.wait(timeout=DEADLINE_S) == code, runners.log()
+    record = read_json(project.runs()[-1] / "run.json")
+    name = signal.Signals(signum).name
+    assert (record["status"], record["stop_reason"], record["stop_detail"]) == (
+        "stopped",
+        "stopped",
+        f"stopped by {name}",
+    )
+    assert survivors(tokens) == []
