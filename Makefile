@@ -11,7 +11,7 @@ CODEX_VERSION ?= 0.171.0
 CLAUDE_ACP_VERSION ?= 0.23.1
 CODEX_ACP_VERSION ?= 0.16.0
 
-.PHONY: demo test lint typecheck unit agents browser bench clean
+.PHONY: demo test lint typecheck unit agents browser sandbox bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,13 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	else echo "chromium and chromium-driver are not installed (needs root): the dashboard tests will be skipped"; fi
 
+# bubblewrap, the sandbox every step runs in (the sandbox tests skip, saying so, where it is missing).
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && apt-get install -y -qq bubblewrap; \
+		else echo "bubblewrap not installed (apt-get install bubblewrap as root): the sandbox tests will be skipped"; fi; }
+
 demo: $(STAMP)
 	$(BIN)/loope demo
 
@@ -48,7 +55,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src
 
-test: $(STAMP) agents browser lint typecheck
+test: $(STAMP) agents browser sandbox lint typecheck
 	LOOPE_AGENTS_DIR=$(abspath $(AGENTS_DIR)) $(BIN)/pytest
 
 bench: $(STAMP)

@@ -157,6 +157,16 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
     return invoke
 
 
+def unsandboxed(cli):  # type: ignore[no-untyped-def]
+    """``cli`` whose runs go without the sandbox: for tests whose agents report to the test through
+    files outside the workspace (their pids, what they saw), which the sandbox forbids."""
+
+    def invoke(*args: str, cwd: Path | None = None) -> CliResult:
+        return cli(*args, "--sandbox", "off", cwd=cwd) if args[:1] == ("run",) else cli(*args, cwd=cwd)
+
+    return invoke
+
+
 @pytest.fixture(autouse=True)
 def _no_user_agents(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never reach a real agent login or the user's loope settings by accident."""

@@ -38,6 +38,19 @@ class WorkspaceMode(StrEnum):
     IN_PLACE = "in-place"
 
 
+class SandboxMode(StrEnum):
+    """``--sandbox``: bubblewrap around every step where it works, always (or refuse), or never."""
+
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+
+class Switch(StrEnum):
+    ON = "on"
+    OFF = "off"
+
+
 class Role(StrEnum):
     """What an agent step is for."""
 

@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from loope.enums import Direction, WorkspaceMode
+from loope.enums import Direction, SandboxMode, Switch, WorkspaceMode
 from loope.errors import LoopeError, clip
 
 GOAL_LIMIT = 100_000
@@ -151,9 +151,9 @@ class LoopSpec(BaseModel):
     """In a dry run: the real agents the stubs stand in for (checked before the run starts)."""
     isolate_home: bool = False
     """Give each agent step a private config dir (CLAUDE_CONFIG_DIR, CODEX_HOME, ...)."""
-    sandbox: Literal["auto", "on", "off"] = "auto"
+    sandbox: SandboxMode = SandboxMode.AUTO
     """Run every agent step and check under bubblewrap: auto (where it works), on (or refuse), off."""
-    sandbox_network: Literal["on", "off"] = "on"
+    sandbox_network: Switch = Switch.ON
     """Whether gate, metric and success commands reach the network inside the sandbox (agents always do)."""
     agents: dict[str, AgentOptions] = Field(default_factory=dict)
     """Per-adapter options from loope.toml."""

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from loope.sandbox import bwrap
 from tests.conftest import Project
 from tests.e2e.model_server import (
     AnthropicMessages,
@@ -193,3 +194,8 @@ def e2e_reviewer(use_codex) -> list[str]:
     """
     use_codex(codex_reviewer_script)
     return ["--reviewer", "codex:gpt-5.5"]
+
+
+def codex_sandbox(own: str) -> str:
+    """The ``-s`` codex runs with: inside loope's sandbox (wherever bubblewrap works) none of its own."""
+    return "danger-full-access" if bwrap.support().works else own

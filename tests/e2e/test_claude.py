@@ -12,7 +12,7 @@ import pytest
 
 from loope.agents.pricing import estimate
 from tests.conftest import GATE, Project
-from tests.e2e.conftest import REVIEW_TOKENS
+from tests.e2e.conftest import REVIEW_TOKENS, codex_sandbox
 from tests.e2e.model_server import (
     Fail,
     MessagesRequest,
@@ -117,7 +117,7 @@ def test_claude_fixes_the_bug_in_two_iterations_from_gate_feedback(
     reviews = [ResponsesRequest(r.body, r.headers) for r in model_server.requests_for("openai")]
     assert len(reviews) == 3
     assert {(r.model, r.sandbox_mode, r.metadata.get("analytics_enabled")) for r in reviews} == {
-        ("gpt-5.5", "read-only", False)
+        ("gpt-5.5", codex_sandbox("read-only"), False)
     }
     read, append = reviews[-1].outputs()
     assert f"def add(a, b):\n    {RIGHT}" in read

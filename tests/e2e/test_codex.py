@@ -16,6 +16,7 @@ import pytest
 
 from loope.agents.pricing import estimate
 from tests.conftest import FIXED_CALC, GATE, Project, gone
+from tests.e2e.conftest import codex_sandbox
 from tests.e2e.model_server import (
     Fail,
     Hang,
@@ -106,7 +107,7 @@ def test_codex_fixes_the_bug_through_its_shell_tool_in_workspace_write(
     assert record["cost_usd"] == estimate("gpt-5.5", 4 * 3000, 4 * 200)
     # codex ran writable: every tool call worked, and the agent's own pytest run passed.
     sent = requests(model_server)
-    assert {(r.sandbox_mode, r.model) for r in sent} == {("workspace-write", "gpt-5.5")}
+    assert {(r.sandbox_mode, r.model) for r in sent} == {(codex_sandbox("workspace-write"), "gpt-5.5")}
     outputs = sent[-1].outputs()
     assert "Process exited with code 0" in outputs[0]
     assert "Success. Updated the following files:\nM calc.py" in outputs[1]
@@ -154,7 +155,7 @@ def test_codex_reviewer_blocks_and_its_findings_reach_the_next_implementer(
     # Both reviews ran read-only, without a model flag: codex used its own default model.
     sent = requests(model_server)
     assert len(sent) == 4
-    assert {r.sandbox_mode for r in sent} == {"read-only"}
+    assert {r.sandbox_mode for r in sent} == {codex_sandbox("read-only")}
     assert all(r["model"] is None and r["cost_estimated"] for r in reviews)  # priced at the table's codex entry
 
 

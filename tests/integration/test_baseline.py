@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import APPROVE, FIX, GATE, no_loope_runs, one_error_line
+import pytest
+
+from tests.conftest import APPROVE, FIX, GATE, no_loope_runs, one_error_line, unsandboxed
+
+
+@pytest.fixture
+def cli(cli):  # type: ignore[no-untyped-def]
+    """These agents report to the test through files outside the workspace: unsandboxed runs."""
+    return unsandboxed(cli)
 
 
 def _agent_never_called(tmp_path):

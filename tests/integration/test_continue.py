@@ -5,9 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import FIX, GATE, one_error_line
+import pytest
+
+from tests.conftest import FIX, GATE, one_error_line, unsandboxed
 
 USAGE = "print(json.dumps({'type': 'usage', 'input_tokens': 10, 'output_tokens': 5, 'cost_usd': 0.01}))\n"
+
+
+@pytest.fixture
+def cli(cli):  # type: ignore[no-untyped-def]
+    """These agents report to the test through files outside the workspace: unsandboxed runs."""
+    return unsandboxed(cli)
 
 
 def nth_call(counter: Path, fix_on: int, before: str = "print('looked, changed nothing')\n") -> str:

@@ -7,8 +7,16 @@ import os
 import sys
 from pathlib import Path
 
-from tests.conftest import APPROVE, EVENT_TYPES, FIX, GATE, gone
+import pytest
+
+from tests.conftest import APPROVE, EVENT_TYPES, FIX, GATE, gone, unsandboxed
 from tests.helpers import interrupt_when
+
+
+@pytest.fixture
+def cli(cli):  # type: ignore[no-untyped-def]
+    """These agents report to the test through files outside the workspace: unsandboxed runs."""
+    return unsandboxed(cli)
 
 
 def recorder(out_dir: Path, then: str) -> str:
@@ -54,7 +62,9 @@ def test_exec_agents_get_the_protocol_variables(project, agent_script, cli, tmp_
     state = (workspace / ".loope" / "state.md").read_text()
     assert state.startswith(f"---\nloop_id: {run['run_id']}\nstatus: in-progress\n")
     # The gate is the user's check: loope's own variables do not leak into it.
-    assert "LOOPE_" not in (seen / "gate-env.txt").read_text()
+    # None of loope's protocol variables; only the marker every step's processes carry (so none outlives it).
+    gate_env = [line for line in (seen / "gate-env.txt").read_text().splitlines() if "LOOPE_" in line]
+    assert [line.split("=", 1)[0] for line in gate_env] == ["LOOPE_STEP_TOKEN"]
 
 
 def test_event_lines_are_events_and_other_lines_are_the_message(project, agent_script, cli):
@@ -127,6 +137,7 @@ def test_ctrl_c_records_the_run_as_stopped_and_exits_130(project, agent_script, 
     )
     loope = Path(sys.executable).parent / "loope"
     argv = [str(loope), "run", "fix add", "--implementer", implementer, "--no-review", "--verify-cmd", GATE, "--plain"]
+    argv += ["--sandbox", "off"]  # the agent reports its pid through a file outside the workspace
     code, out, err = interrupt_when([started], argv, project.path)
     assert code == 130, out + err
     assert "Traceback" not in err

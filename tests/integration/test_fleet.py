@@ -54,10 +54,12 @@ def fleet_dir(tmp_path: Path) -> Path:
     return path
 
 
-def write_fleet(fleet_dir: Path, agent: str, tasks: dict[str, int], **fleet: object) -> Path:
+def write_fleet(fleet_dir: Path, agent: str, tasks: dict[str, int], *, marks: bool = False, **fleet: object) -> Path:
+    """A fleet file; with ``marks`` its runs are unsandboxed (the agents signal through files outside it)."""
     lines = ["[fleet]", *(f"{k} = {json.dumps(v)}" for k, v in fleet.items()), ""]
     lines += [
         "[defaults]",
+        *(['sandbox = "off"'] if marks else []),
         f"implementer = {json.dumps(agent)}",
         "reviewers = []",
         f"verify_cmd = {json.dumps(GATE)}",
@@ -148,7 +150,7 @@ def test_fleet_stop_stops_the_running_loop_and_starts_no_more(fleet_dir, agent_s
     marks.mkdir()
     (marks / "hold").write_text("")
     agent = agent_script(FIXER.replace("COST", "0.01"))
-    path = write_fleet(fleet_dir, agent, {"first": 2, "second": 2}, jobs=1)
+    path = write_fleet(fleet_dir, agent, {"first": 2, "second": 2}, marks=True, jobs=1)
     env = {**os.environ, "FLEET_MARKS": str(marks)}
     coordinator = subprocess.Popen(
         [sys.executable, "-m", "loope", "fleet", str(path), "--plain"],
@@ -181,7 +183,7 @@ def test_continue_restarts_a_dead_runner_and_starts_what_is_left(fleet_dir, agen
     marks.mkdir()
     (marks / "hold").write_text("")
     agent = agent_script(FIXER.replace("COST", "0.01"))
-    path = write_fleet(fleet_dir, agent, {"first": 2, "second": 1}, jobs=1)
+    path = write_fleet(fleet_dir, agent, {"first": 2, "second": 1}, marks=True, jobs=1)
     env = {**os.environ, "FLEET_MARKS": str(marks)}
     coordinator = subprocess.Popen(
         [sys.executable, "-m", "loope", "fleet", str(path), "--plain"],

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CALC, CALC_TESTS, FIX, GATE, PYTHON, Project
+from tests.conftest import CALC, CALC_TESTS, FIX, GATE, PYTHON, Project, unsandboxed
 
 # The second attempt fixes calc.py only once it has been told its first one was undone.
 FIX_WHEN_TOLD = (
@@ -100,6 +100,12 @@ def test_a_protected_test_file_rewritten_by_shell_is_undone(project, agent_scrip
     assert message in result.out
     # The undone change is not part of the run's result.
     assert [f["path"] for f in project.run_json()["changes"]["files"]] == ["calc.py"]
+
+
+@pytest.fixture
+def cli(cli):  # type: ignore[no-untyped-def]
+    """The guard is tested as the only line: unsandboxed (the sandbox would refuse the writes first)."""
+    return unsandboxed(cli)
 
 
 def test_a_deleted_protected_file_is_restored_before_the_gate(project, agent_script, cli):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import FIX, GATE
+import pytest
+
+from tests.conftest import FIX, GATE, unsandboxed
 
 WRONG_THEN_FIX = (
     "log = pathlib.Path(os.environ['LOOPE_RUN_DIR']) / '..' / 'calls'\n"
@@ -15,6 +17,12 @@ WRONG_THEN_FIX = (
     "    print('tried absolute values')\n"
     "    sys.exit(0)\n" + FIX
 )
+
+
+@pytest.fixture
+def cli(cli):  # type: ignore[no-untyped-def]
+    """These agents report to the test through files outside the workspace: unsandboxed runs."""
+    return unsandboxed(cli)
 
 
 def prompts(project) -> list[str]:

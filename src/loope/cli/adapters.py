@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from loope.cli.options import project_dir, workdir_option
+
+if TYPE_CHECKING:
+    from loope.agents.inspect import Check
 
 
 @click.command()
@@ -45,7 +49,7 @@ def doctor(workdir: Path | None, json_: bool) -> int:
     spec = build_spec({"goal": "doctor"}, root)
     names = [spec.implementer, *spec.reviewers, spec.designer, spec.verifier, spec.critic]
     options = {name: spec.agent_options(name) for name in spec.agents}
-    checks = diagnose([n for n in dict.fromkeys(names) if n], options, root)
+    checks = [*diagnose([n for n in dict.fromkeys(names) if n], options, root), _sandbox_check(spec.sandbox)]
     if json_:
         click.echo(json.dumps([c.to_dict() for c in checks], indent=2))
     else:
@@ -55,3 +59,15 @@ def doctor(workdir: Path | None, json_: bool) -> int:
             for fix in c.fixes:
                 click.echo(f"      → {fix}")
     return 0 if all(c.ok for c in checks) else EXIT_FAILED
+
+
+def _sandbox_check(mode: str) -> Check:
+    """The sandbox as this project's runs would get it: fine unless ``--sandbox on`` cannot work."""
+    from loope.agents.inspect import Check
+    from loope.sandbox import status_line
+
+    works, line = status_line()
+    if mode == "off":
+        return Check("sandbox", True, 'off (sandbox = "off" in loope.toml): only the guard keeps the rules')
+    fixes = [] if works else ["install bubblewrap: apt-get install -y bubblewrap"]
+    return Check("sandbox", works or mode != "on", line, fixes)

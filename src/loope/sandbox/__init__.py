@@ -18,14 +18,10 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from loope.errors import LoopeError
 from loope.sandbox import bwrap, reap
 from loope.sandbox.layout import Layout, named_paths
-
-SandboxMode = Literal["auto", "on", "off"]
-MODES: tuple[SandboxMode, ...] = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -36,7 +32,7 @@ class Choice:
     warning: str | None = None
 
 
-def choose(mode: SandboxMode) -> Choice:
+def choose(mode: str) -> Choice:
     """``mode`` resolved on this machine; ``on`` where bubblewrap cannot work is a usage error."""
     if mode == "off":
         return Choice(False)
