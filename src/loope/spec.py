@@ -151,7 +151,7 @@ class LoopSpec(BaseModel):
     """In a dry run: the real agents the stubs stand in for (checked before the run starts)."""
     isolate_home: bool = False
     """Give each agent step a private config dir (CLAUDE_CONFIG_DIR, CODEX_HOME, ...)."""
-    sandbox: SandboxMode = SandboxMode.AUTO
+    sandbox: SandboxMode = SandboxMode.OFF
     """Run every agent step and check under bubblewrap: auto (where it works), on (or refuse), off."""
     sandbox_network: Switch = Switch.ON
     """Whether gate, metric and success commands reach the network inside the sandbox (agents always do)."""

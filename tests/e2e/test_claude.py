@@ -78,7 +78,9 @@ def events(step: Path) -> list[dict]:
 
 
 def run_loop(cli, project: Project, *args: str):
-    return cli("run", "Fix add() in calc.py", "--verify-cmd", GATE, "--timeout", "120", *args, cwd=project.path)
+    # Sandboxed wherever bubblewrap works (the real CLI inside loope's sandbox).
+    argv = ("run", "Fix add() in calc.py", "--verify-cmd", GATE, "--timeout", "120", "--sandbox", "auto", *args)
+    return cli(*argv, cwd=project.path)
 
 
 def test_claude_fixes_the_bug_in_two_iterations_from_gate_feedback(

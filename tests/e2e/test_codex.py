@@ -48,7 +48,9 @@ NO_DOCSTRING = "add() has no docstring: document what it returns."
 
 
 def run_loop(cli, project: Project, *args: str):
-    return cli("run", "Fix add() in calc.py", "--verify-cmd", GATE, "--timeout", "120", *args, cwd=project.path)
+    # Sandboxed wherever bubblewrap works (the real CLI inside loope's sandbox).
+    argv = ("run", "Fix add() in calc.py", "--verify-cmd", GATE, "--timeout", "120", "--sandbox", "auto", *args)
+    return cli(*argv, cwd=project.path)
 
 
 def requests(server: ModelServer) -> list[ResponsesRequest]:

@@ -13,12 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GATE, Project
+from tests.conftest import GATE, Project, unsandboxed
 from tests.helpers.attacks import gate_passed, shell_implementer, violations
 from tests.helpers.attacks import run_attack as attack
 from tests.helpers.tree_snapshot import repo_changes, snapshot
 
 PATCH = "import calc\\ncalc.add = lambda a, b: a + b\\n"
+
+
+@pytest.fixture
+def cli(cli):  # type: ignore[no-untyped-def]
+    """The guard as the only line (``--sandbox off``): with the sandbox these writes are refused first."""
+    return unsandboxed(cli)
 
 
 def run_attack(cli, proj: Project, script: str, *extra: str):  # type: ignore[no-untyped-def]

@@ -16,8 +16,14 @@ from pathlib import Path
 import pytest
 
 from loope.workspace.git import Git
-from tests.conftest import GATE, Project, git
+from tests.conftest import GATE, Project, git, unsandboxed
 from tests.helpers.tree_snapshot import repo_changes, snapshot
+
+
+@pytest.fixture
+def cli(cli):  # type: ignore[no-untyped-def]
+    """The guard as the only line (``--sandbox off``): with the sandbox these writes are refused first."""
+    return unsandboxed(cli)
 
 
 @pytest.fixture

@@ -13,11 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CALC_TESTS, GATE, Project
+from tests.conftest import CALC_TESTS, GATE, Project, unsandboxed
 from tests.helpers.attacks import run_attack, shell_implementer, violations
 from tests.helpers.tree_snapshot import changed, repo_changes, snapshot
 
 PASSING_TESTS = "def test_add():\n    assert True\n"
+
+
+@pytest.fixture
+def cli(cli):  # type: ignore[no-untyped-def]
+    """The guard as the only line (``--sandbox off``): with the sandbox these writes are refused first."""
+    return unsandboxed(cli)
 
 
 @pytest.fixture

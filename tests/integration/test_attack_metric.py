@@ -11,10 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PYTHON, Project
+from tests.conftest import PYTHON, Project, unsandboxed
 from tests.helpers.tree_snapshot import repo_changes, snapshot
 
 FORGE = "print('SCORE', 0)\\n"
+
+
+@pytest.fixture
+def cli(cli):  # type: ignore[no-untyped-def]
+    """The guard as the only line (``--sandbox off``): with the sandbox these writes are refused first."""
+    return unsandboxed(cli)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GATE, PYTHON, Project
+from tests.conftest import GATE, PYTHON, Project, unsandboxed
 from tests.helpers.attacks import gate_passed, violations
 from tests.helpers.attacks import run_attack as attack
 from tests.helpers.tree_snapshot import repo_changes, snapshot
@@ -33,6 +33,12 @@ ATTACKS = {
     "sitecustomize.py": (f"printf '{PATCH}' > sitecustomize.py\n", "sitecustomize.py"),
     "a .pth file": ("printf 'import calc\\n' > evil.pth\n", "evil.pth"),
 }
+
+
+@pytest.fixture
+def cli(cli):  # type: ignore[no-untyped-def]
+    """The guard as the only line (``--sandbox off``): with the sandbox these writes are refused first."""
+    return unsandboxed(cli)
 
 
 def run_attack(cli, proj: Project, script: Path, *extra: str, gate: str = GATE):  # type: ignore[no-untyped-def]

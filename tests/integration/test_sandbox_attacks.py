@@ -319,7 +319,14 @@ def test_sandbox_network_off_cuts_the_checks_but_not_the_agent(project, attack, 
     )
     try:
         result = run(
-            cli, project, implementer, "on", "--sandbox-network", network, "--verify-cmd", f'python3 -c "{probe}"'
+            cli,
+            project,
+            implementer,
+            "on",
+            "--sandbox-network",
+            network,
+            "--verify-cmd",
+            f'python3 -c "{probe}" && {GATE}',
         )
     finally:
         server.close()

@@ -42,7 +42,16 @@ def test_sandbox_on_without_a_working_bubblewrap_is_a_usage_error(project, agent
 
 def test_sandbox_auto_without_a_working_bubblewrap_runs_and_says_so(project, agent_script, cli, broken_bwrap):
     result = cli(
-        "run", "fix add", "--implementer", agent_script(FIX), "--no-review", "--verify-cmd", GATE, cwd=project.path
+        "run",
+        "fix add",
+        "--implementer",
+        agent_script(FIX),
+        "--no-review",
+        "--verify-cmd",
+        GATE,
+        "--sandbox",
+        "auto",
+        cwd=project.path,
     )
 
     assert result.exit_code == 0, result.out + result.err
@@ -53,4 +62,5 @@ def test_sandbox_auto_without_a_working_bubblewrap_runs_and_says_so(project, age
     assert any(w.startswith("sandbox off: bubblewrap cannot make a sandbox here") for w in started["warnings"])
 
     doctor = cli("doctor", cwd=project.path)
-    assert "sandbox: bubblewrap cannot make a sandbox here" in doctor.out
+    assert "ok  sandbox: off for this project's runs" in doctor.out
+    assert "bubblewrap cannot make a sandbox here" in doctor.out

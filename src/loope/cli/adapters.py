@@ -68,6 +68,6 @@ def _sandbox_check(mode: str) -> Check:
 
     works, line = status_line()
     if mode == "off":
-        return Check("sandbox", True, 'off (sandbox = "off" in loope.toml): only the guard keeps the rules')
+        return Check("sandbox", True, f"off for this project's runs (--sandbox auto or on turns it on); {line}")
     fixes = [] if works else ["install bubblewrap: apt-get install -y bubblewrap"]
     return Check("sandbox", works or mode != "on", line, fixes)

@@ -66,7 +66,7 @@ from loope.cli.options import output_options, views
 @click.option(
     "--sandbox",
     type=click.Choice(["auto", "on", "off"]),
-    help="Run every step under bubblewrap: auto (where it works), on (or refuse), off. [default: auto]",
+    help="Run every step under bubblewrap: auto (where it works), on (or refuse), off. [default: off]",
 )
 @click.option(
     "--sandbox-network",

@@ -48,7 +48,7 @@ def status_line() -> tuple[bool, str]:
     """What ``loope doctor`` says about the sandbox: (works, one line)."""
     found = bwrap.support()
     if found.works:
-        return True, f"bubblewrap at {found.binary}: every step runs sandboxed (--sandbox auto)"
+        return True, f"bubblewrap at {found.binary} works: with --sandbox auto or on every step runs in it"
     return False, f"{found.reason}: steps run unsandboxed, only the guard keeps the rules"
 
 
