@@ -64,7 +64,8 @@ def test_the_success_command_runs_in_the_workspace_with_a_sanitized_environment(
     workspace = Path(run["workspace"]["path"])
     assert Path((out / "pwd.txt").read_text().strip()) == workspace
     env = dict(line.split("=", 1) for line in (out / "env.txt").read_text().splitlines())
-    expected = {"PATH", "HOME", "LANG", "TOOL_INPUT"} | ({"TERM"} if term else set())
+    # Plus what every step's process gets: its private TMPDIR and the marker that lets none outlive it.
+    expected = {"PATH", "HOME", "LANG", "TOOL_INPUT", "TMPDIR", "LOOPE_STEP_TOKEN"} | ({"TERM"} if term else set())
     assert set(env) - SHELL_OWN == expected
     assert env["LANG"] == "C.UTF-8"
     if term:
