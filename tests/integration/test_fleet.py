@@ -145,21 +145,31 @@ def test_the_fleet_budget_stops_the_fleet_and_skips_the_rest(fleet_dir, agent_sc
     assert not (fleet_dir / "repos" / "two" / ".loope" / "runs").exists()
 
 
-def test_fleet_stop_stops_the_running_loop_and_starts_no_more(fleet_dir, agent_script, tmp_path):
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    (marks / "hold").write_text("")
-    agent = agent_script(FIXER.replace("COST", "0.01"))
-    path = write_fleet(fleet_dir, agent, {"first": 2, "second": 2}, marks=True, jobs=1)
-    env = {**os.environ, "FLEET_MARKS": str(marks)}
-    coordinator = subprocess.Popen(
+@pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    """Where the agents say they started; while ``hold`` exists they wait."""
+    path = tmp_path / "marks"
+    path.mkdir()
+    (path / "hold").write_text("")
+    return path
+
+
+def start_fleet(fleet_dir: Path, path: Path, marks: Path) -> subprocess.Popen[str]:
+    """``loope fleet FILE`` in the background, its agents reporting to ``marks``."""
+    return subprocess.Popen(
         [sys.executable, "-m", "loope", "fleet", str(path), "--plain"],
         cwd=fleet_dir,
-        env=env,
+        env={**os.environ, "FLEET_MARKS": str(marks)},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def test_fleet_stop_stops_the_running_loop_and_starts_no_more(fleet_dir, agent_script, marks):
+    agent = agent_script(FIXER.replace("COST", "0.01"))
+    path = write_fleet(fleet_dir, agent, {"first": 2, "second": 2}, marks=True, jobs=1)
+    coordinator = start_fleet(fleet_dir, path, marks)
     try:
         wait_for((marks / "first-1").exists, "the first loop's agent to start")
         stopped = loope(fleet_dir, "fleet", "stop", "0001")
@@ -178,24 +188,14 @@ def test_fleet_stop_stops_the_running_loop_and_starts_no_more(fleet_dir, agent_s
     assert not (marks / "second-1").exists()
 
 
-def test_continue_restarts_a_dead_runner_and_starts_what_is_left(fleet_dir, agent_script, tmp_path):
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    (marks / "hold").write_text("")
+def test_continue_restarts_a_dead_runner_and_starts_what_is_left(fleet_dir, agent_script, marks):
     agent = agent_script(FIXER.replace("COST", "0.01"))
     path = write_fleet(fleet_dir, agent, {"first": 2, "second": 1}, marks=True, jobs=1)
-    env = {**os.environ, "FLEET_MARKS": str(marks)}
-    coordinator = subprocess.Popen(
-        [sys.executable, "-m", "loope", "fleet", str(path), "--plain"],
-        cwd=fleet_dir,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    coordinator = start_fleet(fleet_dir, path, marks)
     wait_for((marks / "first-1").exists, "the first loop's agent to start")
     # The machine "dies": the coordinator, the run's runner and its agent, all at once.
     coordinator.kill()
-    coordinator.wait(timeout=DEADLINE_S)
+    coordinator.communicate(timeout=DEADLINE_S)
     runner = run_record(fleet_dir, "first")["pid"]
     os.kill(runner, signal.SIGKILL)
     os.kill(int((marks / "first-1").read_text()), signal.SIGKILL)
@@ -205,7 +205,7 @@ def test_continue_restarts_a_dead_runner_and_starts_what_is_left(fleet_dir, agen
     done = subprocess.run(
         [sys.executable, "-m", "loope", "fleet", "continue", "0001", "--plain"],
         cwd=fleet_dir,
-        env=env,
+        env={**os.environ, "FLEET_MARKS": str(marks)},
         capture_output=True,
         text=True,
         timeout=DEADLINE_S * 2,
