@@ -207,6 +207,19 @@ def test_killed_by_a_signal_says_so_and_estimates_the_usage_seen(tmp_path):
     assert len(usages(events)) == 1
 
 
+def test_usage_seen_counts_every_reply_once_however_many_there_were(tmp_path):
+    # 2000 replies (more than the session keeps by id), each on two lines (one per content block).
+    line = (
+        '{"type":"assistant","message":{"id":"m"$1"","model":"claude-sonnet-4-5",'
+        '"usage":{"input_tokens":3,"output_tokens":2},"content":[{"type":"text","text":"part"}]}}'
+    )
+    awk = line.replace('"', '\\"').replace('\\"$1\\"', '" $1 "')
+    result, _ = run_fake(tmp_path, f'seq 2000 | awk \'{{print "{awk}"; print "{awk}"}}\'\nkill -KILL $$')
+
+    assert not result.ok
+    assert (result.input_tokens, result.output_tokens) == (2000 * 3, 2000 * 2)
+
+
 def test_a_timeout_keeps_the_usage_seen(tmp_path):
     head = shlex.quote(str(FIXTURES / "claude-success.jsonl"))
     result, _ = run_fake(tmp_path, f"head -n 3 {head}\nexec sleep 60", timeout_s=0.5)

@@ -20,6 +20,7 @@ aider answers without edit blocks, and would not write a file if it gave one.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from collections.abc import Iterable
@@ -29,6 +30,7 @@ from typing import Any, ClassVar
 
 from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
 from loope.agents.jsonl import as_dict, json_object, reported_cost
+from loope.agents.message import bounded
 from loope.agents.process import ProcessAgent, Session
 from loope.proc import ProcResult
 from loope.text import count as as_int
@@ -36,6 +38,7 @@ from loope.text import one_line
 
 ANALYTICS_FILE = "aider-analytics.jsonl"
 HISTORY_FILE = "aider-chat-history.md"
+HISTORY_TAIL_BYTES = 4 << 20
 _ERROR = re.compile(r"^litellm\.\w+Error: .*")
 _TAGS_CACHE = ".aider.tags.cache.v*"
 _NO_MODEL = "No LLM model was specified and no API keys were provided"
@@ -125,7 +128,7 @@ class AiderAgent(ProcessAgent):
         session.errors += errors
         # With no history the message is what stdout last showed.
         session.final = reply if reply is not None else proc.stdout_tail.strip()
-        events: list[AgentEvent] = [AgentEvent.say(reply)] if reply else []
+        events: list[AgentEvent] = [AgentEvent.say(bounded(reply))] if reply else []
         calls = _analytics(session.step_dir / ANALYTICS_FILE)
         sent = [c for c in calls if c.get("event") == "message_send"]
         session.calls = len(sent)
@@ -167,7 +170,11 @@ def _history(path: Path) -> tuple[str | None, list[str]]:
     block's ``>>>>>>> REPLACE`` included).
     """
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        with path.open("rb") as handle:
+            # Only the end matters (the last prompt and what followed): the history grows with every reply.
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - HISTORY_TAIL_BYTES))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return None, []
     last_prompt = max((i for i, ln in enumerate(lines) if ln.startswith("#### ")), default=-1)

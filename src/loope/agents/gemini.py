@@ -91,7 +91,7 @@ class GeminiAgent(StreamAgent):
         kind = data.get("type")
         if kind == "message":
             if data.get("role") == "assistant" and isinstance(data.get("content"), str):
-                session.segment.append(data["content"])
+                session.segment.add(data["content"])
             return []
         events = session.flush()
         if kind == "init":

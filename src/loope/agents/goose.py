@@ -101,7 +101,7 @@ def _message(message: dict[str, Any], session: StreamSession) -> list[AgentEvent
         item = as_dict(content)
         kind = item.get("type")
         if kind == "text" and message.get("role") == "assistant":
-            session.segment.append(str(item.get("text") or ""))
+            session.segment.add(str(item.get("text") or ""))
             continue
         events += session.flush()
         if kind == "toolRequest":

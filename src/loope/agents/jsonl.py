@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loope.agents.base import Action, AgentEvent, AgentRequest
+from loope.agents.message import MessageText
 from loope.agents.process import ProcessAgent, Session
 from loope.proc import ProcResult
 from loope.text import amount as as_float
@@ -29,6 +30,49 @@ ToolTable = Mapping[str, tuple[Action, tuple[str, ...]]]
 
 _JSON_MESSAGE = re.compile(r'"message"\s*:\s*("(?:[^"\\]|\\.)*")')
 _FILE_ACTIONS = frozenset({"edit", "write", "read"})
+RECENT_KEPT = 512
+"""How many tool calls (or replies) a session remembers by id: their results and repeats follow closely."""
+
+
+class Recent(dict[str, Any]):
+    """A dict of the ``RECENT_KEPT`` keys set last: a stream of a million tool calls holds 512 of them."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.pop(key, None)
+        super().__setitem__(key, value)
+        if len(self) > RECENT_KEPT:
+            oldest = next(iter(self))
+            self.evicted(oldest, self.pop(oldest))
+
+    def evicted(self, key: str, value: Any) -> None:
+        """What to do with the oldest entry as it is dropped (nothing, by default)."""
+
+
+class ReplyUsage(Recent):
+    """Tokens per reply id; replies dropped from memory still count, in ``folded``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.folded = (0, 0)
+        self.replies = 0
+        """Replies ever noted (those dropped included)."""
+
+    def evicted(self, key: str, value: Any) -> None:
+        self.folded = (self.folded[0] + value[0], self.folded[1] + value[1])
+
+    def note(self, key: str | None, tokens_in: int, tokens_out: int) -> None:
+        """Tokens of one reply; a reply repeated on several lines (one per block) counts once."""
+        key = key or f"#{self.replies}"
+        if key not in self:
+            self.replies += 1
+        seen_in, seen_out = self.get(key, (0, 0))
+        self[key] = (max(seen_in, tokens_in), max(seen_out, tokens_out))
+
+    def totals(self) -> tuple[int, int] | None:
+        """(input, output) tokens of every reply noted; None when none was."""
+        if not self.replies:
+            return None
+        return self.folded[0] + sum(i for i, _ in self.values()), self.folded[1] + sum(o for _, o in self.values())
 
 
 @dataclass
@@ -43,11 +87,11 @@ class StreamSession(Session):
     json_seen: bool = False
     noise: list[str] = field(default_factory=list)
     """Lines that were not JSON objects."""
-    segment: list[str] = field(default_factory=list)
-    """Chunks of the assistant message being streamed."""
-    tool_names: dict[str, str] = field(default_factory=dict)
+    segment: MessageText = field(default_factory=MessageText)
+    """The assistant message being streamed in chunks (its beginning and end: a delta stream may be endless)."""
+    tool_names: Recent = field(default_factory=Recent)
     """Tool call id -> tool name, for CLIs whose results name only the call."""
-    message_usage: dict[str, tuple[int, int]] = field(default_factory=dict)
+    message_usage: ReplyUsage = field(default_factory=ReplyUsage)
     """Per model reply: (input, output) tokens, for CLIs without totals (or when they never came)."""
 
     def relative(self, path: str) -> str:
@@ -76,21 +120,18 @@ class StreamSession(Session):
 
     def flush(self) -> list[AgentEvent]:
         """The streamed chunks as one message (called when anything else arrives)."""
-        text, self.segment = "".join(self.segment), []
+        if not self.segment:
+            return []
+        text, self.segment = self.segment.text(), MessageText()
         return self.say(text)
 
     def note_usage(self, key: str | None, tokens_in: int, tokens_out: int) -> None:
         """Tokens of one reply; a reply repeated on several lines (one per block) counts once."""
-        key = key or f"#{len(self.message_usage)}"
-        seen_in, seen_out = self.message_usage.get(key, (0, 0))
-        self.message_usage[key] = (max(seen_in, tokens_in), max(seen_out, tokens_out))
+        self.message_usage.note(key, tokens_in, tokens_out)
 
     def usage_from_messages(self) -> AgentEvent | None:
-        if not self.message_usage:
-            return None
-        return AgentEvent.usage(
-            sum(i for i, _ in self.message_usage.values()), sum(o for _, o in self.message_usage.values())
-        )
+        totals = self.message_usage.totals()
+        return None if totals is None else AgentEvent.usage(*totals)
 
 
 class StreamAgent(ProcessAgent):

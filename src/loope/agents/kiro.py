@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
 from loope.agents.jsonl import relative_path
+from loope.agents.message import MessageText
 from loope.agents.process import ProcessAgent, Session
 from loope.proc import ProcResult
 from loope.text import strip_ansi
@@ -41,8 +42,8 @@ READ_TOOLS = "read,grep,glob"
 class KiroSession(Session):
     workspace: str | None = None
     in_tool: bool = False
-    segment: list[str] = field(default_factory=list)
-    """Text since the last tool call: the final message, once the run ends."""
+    segment: MessageText = field(default_factory=MessageText)
+    """Text since the last tool call (its beginning and end): the final message, once the run ends."""
     tool_output: list[str] = field(default_factory=list)
     first: bool = True
 
@@ -90,7 +91,7 @@ class KiroAgent(ProcessAgent):
         for pattern, action in _HEADERS:
             match = pattern.match(text.strip())
             if match:
-                session.in_tool, session.segment, session.tool_output = True, [], []
+                session.in_tool, session.segment, session.tool_output = True, MessageText(), []
                 target = match.group(1).strip()
                 if action in ("read", "edit", "write"):
                     target = relative_path(target, session.workspace)
@@ -108,8 +109,9 @@ class KiroAgent(ProcessAgent):
         assert isinstance(session, KiroSession)
         if session.in_tool and session.tool_output:
             # A tool with no status line: what followed its header may well be the answer.
-            session.segment += session.tool_output
-        text = "\n".join(session.segment).strip()
+            for line in session.tool_output:
+                session.segment.append(line)
+        text = session.segment.text().strip()
         if text:
             session.final = text
         credits = _CREDITS.search(strip_ansi(proc.stderr_tail))

@@ -49,6 +49,12 @@ class MessageText:
             self.last = text.rstrip("\n").rpartition("\n")[2]
             self._add(text if text.endswith("\n") else text + "\n")
 
+    def add(self, chunk: str) -> None:
+        """A piece of a message streamed in chunks (deltas), taken as it is: no newline is added."""
+        if chunk:
+            self.last = chunk
+            self._add(chunk)
+
     def _add(self, piece: str) -> None:
         room = self._head_limit - self._head_size
         if room > 0:

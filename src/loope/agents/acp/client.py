@@ -34,6 +34,7 @@ from acp.schema import (
 )
 
 from loope.agents.base import Action, AgentEvent, AgentRequest
+from loope.agents.message import MessageText
 from loope.proc import ProcResult, run_process
 
 _ACTIONS: dict[str, Action] = {
@@ -55,8 +56,8 @@ TERMINAL_OUTPUT_LIMIT = 1_000_000
 class Transcript:
     """What one session said and spent, as it came."""
 
-    message: list[str] = field(default_factory=list)
-    """The agent's message chunks since its last tool call: the step's final message at the end."""
+    message: MessageText = field(default_factory=MessageText)
+    """The agent's message since its last tool call (its beginning and end): the step's final message at the end."""
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
@@ -83,7 +84,7 @@ class LoopeClient:
         if kind == "agent_message_chunk":
             text = getattr(update.content, "text", None)
             if isinstance(text, str):
-                self.seen.message.append(text)
+                self.seen.message.add(text)
         elif kind == "tool_call":
             self.flush_message()
             self._tool_call(update)
@@ -96,14 +97,14 @@ class LoopeClient:
             self.seen.cost_usd = float(update.cost.amount)
 
     def flush_message(self) -> None:
-        text = "".join(self.seen.message).strip()
+        text = self.seen.message.text().strip()
         if text:
             self.report(AgentEvent.say(text))
-        self.seen.message.clear()
+        self.seen.message = MessageText()
 
     def finish(self) -> str:
         """The last message the agent sent (reported as an event too)."""
-        text = "".join(self.seen.message).strip()
+        text = self.seen.message.text().strip()
         self.flush_message()
         return text
 
