@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 from loope.errors import LoopeError
 
 if TYPE_CHECKING:
-    from loope.engine.state import RunState
+    from loope.engine.state import RunnerLock, RunState
     from loope.records.rundir import RunDir
     from loope.store.db import Store
 
-from loope.runners import effective_status, runner_alive
+from loope.runners import effective_status, runner_alive, runner_pid
 
 STATE_LINES = 40
 
@@ -26,7 +26,7 @@ def stop_run(workdir: Path, run_id: str, *, now: bool) -> tuple[bool, str]:
     record = RunDir(workdir / RUNS / run_id).read_json("run.json")
     if not request_stop(workdir, run_id, now=now):
         return False, f"run {run_id} already finished ({record.get('status')}); nothing to stop"
-    if not runner_alive(record.get("pid")):
+    if not runner_alive(workdir / RUNS / run_id, record.get("pid")):
         return True, f"stop recorded for {run_id}, but its runner is not running; `loope resume` would stop it"
     return True, f"stop requested for {run_id}: " + (
         "the step in flight is being killed" if now else "it stops before its next step"
@@ -48,13 +48,13 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     rundir = RunDir(workdir / RUNS / run_id)
     record = rundir.read_json("run.json")
     row = open_store(workdir).get(run_id) or {}
-    pid = record.get("pid")
-    alive = record.get("status") == "running" and runner_alive(pid)
+    alive = record.get("status") == "running" and runner_alive(rundir.root, record.get("pid"))
+    pid = (runner_pid(rundir.root) or record.get("pid")) if alive else record.get("pid")
     state_path = _state_path(row, record)
     state = state_file.read(state_path) if state_path is not None else None
     spec = _optional_json(rundir / "spec.json")
     totals = _object(record.get("totals"))
-    status = effective_status(record)
+    status = "running" if alive else effective_status(record, rundir.root)
     view, _ = read_view(rundir / "events.jsonl")
     return {
         "loop": {
@@ -177,7 +177,6 @@ def start_detached(spec: Any) -> str:
     """Prepare the run here (so bad input fails now), drive it from a background process; the run id."""
     from loope.engine.loop import Engine
     from loope.engine.roster import Services
-    from loope.proc import spawn_detached
     from loope.store.db import Store
     from loope.store.observer import StoreObserver
 
@@ -189,16 +188,31 @@ def start_detached(spec: Any) -> str:
     store = Store.for_project(spec.workdir)
     engine = Engine(spec, Services(observers=[StoreObserver(store)]))
     run = engine.prepare()
-    engine.lock.release()
     run.workspace.stop_watching()  # the background runner watches it from now on
-    rundir = run.rundir
-    argv = [sys.executable, "-m", "loope", "resume", rundir.run_id, "--workdir", str(spec.workdir), "--plain"]
     try:
-        spawn_detached(argv, cwd=spec.workdir, log_path=rundir / "runner.log")
+        hand_over(run.rundir, spec.workdir, engine.lock)
     except LoopeError as exc:
         _never_started(run, store, f"the background runner could not start: {exc}")
-        raise LoopeError(f"run {rundir.run_id} failed: {exc}") from None
-    return rundir.run_id
+        raise LoopeError(f"run {run.rundir.run_id} failed: {exc}") from None
+    finally:
+        engine.lock.release()  # the background runner holds it now, through the descriptor it was passed
+    return run.rundir.run_id
+
+
+def hand_over(rundir: RunDir, workdir: Path, lock: RunnerLock) -> int:
+    """Drive the run from a new background process (``loope resume``), passing it the held ``lock``; its pid.
+
+    The lock never leaves the run between the two processes, so the run never looks dead, and no
+    other runner can take it in between. The caller closes its own descriptor afterwards.
+    """
+    from loope.proc import spawn_detached
+
+    fd = lock.fd
+    assert fd is not None, "the run's lock must be held to be handed over"
+    argv = [sys.executable, "-m", "loope", "resume", rundir.run_id, "--workdir", str(workdir), "--plain"]
+    pid = spawn_detached([*argv, "--lock-fd", str(fd)], cwd=workdir, log_path=rundir / "runner.log", pass_fds=(fd,))
+    lock.write_pid(pid)  # the holder from now on (it writes the same once it has adopted the lock)
+    return pid
 
 
 def _never_started(run: RunState, store: Store, detail: str) -> None:

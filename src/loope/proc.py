@@ -486,12 +486,12 @@ async def spawn_piped(
         return _start_error(argv_t, cwd, exc)
 
 
-def spawn_detached(argv: Sequence[str], *, cwd: Path | str, log_path: Path) -> int:
+def spawn_detached(argv: Sequence[str], *, cwd: Path | str, log_path: Path, pass_fds: Sequence[int] = ()) -> int:
     """Start ``argv`` to outlive loope; its pid.
 
     The one place loope starts such a process: a new session (so the terminal's Ctrl-C and hangup
-    do not reach it), stdin from /dev/null, stdout and stderr appended to ``log_path``. A
-    LoopeError (one line) when it cannot start.
+    do not reach it), stdin from /dev/null, stdout and stderr appended to ``log_path``, no open
+    file of ours but ``pass_fds``. A LoopeError (one line) when it cannot start.
     """
     argv_t = tuple(argv)
     try:
@@ -506,12 +506,13 @@ def spawn_detached(argv: Sequence[str], *, cwd: Path | str, log_path: Path) -> i
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
     except OSError as exc:
         raise LoopeError(f"cannot start a background process: {_start_error(argv_t, cwd, exc)}") from None
     finally:
         log.close()
-    # Nobody waits for it here: subprocess reaps it on a later Popen, control.runner_alive when asked.
+    # Nobody waits for it here: subprocess reaps it on a later Popen, runners.runner_alive when asked.
     return proc.pid
 
 

@@ -8,11 +8,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from loope.engine.state import RunnerLock
+from loope.runners import process_alive, runner_alive, runner_pid
 from tests.conftest import GATE, alive_in_group, gone, one_error_line, pid_alive
 from tests.helpers import eventually
 
@@ -457,14 +460,13 @@ def test_resume_of_a_finished_run_is_refused(project, agent_script, cli):
 # -- damaged records, lost rows, runners that never started or died -------------------------------
 
 
-def test_a_dead_runner_started_by_this_process_is_not_alive():
-    from loope.runners import runner_alive
-
+def test_a_dead_runner_started_by_this_process_is_not_alive(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", "pass"])  # as the MCP server starts runners, never waited for
     wait_for(lambda: not pid_alive(child.pid), "the child to exit (a zombie until someone reaps it)")
-    assert runner_alive(child.pid) is False
+    assert runner_alive(tmp_path, child.pid) is False
     assert not Path(f"/proc/{child.pid}").exists()  # reaped, not only reported dead
-    assert runner_alive(os.getpid()) is True  # a live process that is nobody's child here
+    assert process_alive(os.getpid()) is True  # a live process that is nobody's child here
+    assert runner_alive(tmp_path, os.getpid()) is False  # ... but it holds no run's lock
 
 
 @pytest.mark.parametrize("damage", ["{not json", "", '["a list"]'])
@@ -547,3 +549,108 @@ def test_a_detached_run_whose_runner_cannot_start_is_recorded_as_failed(
     info = json.loads(cli("status", run_id, "--json", cwd=project.path).out)["loop"]
     assert (info["status"], info["runner_alive"], info["last_error"]) == ("failed", False, run["stop_detail"])
     assert cli("status", cwd=project.path).out == "no run is running; `loope runs` lists them all\n"
+
+
+# -- liveness is the lock: across a detach, a SIGKILL, a reused pid, rival runners -------------
+
+
+def _status(project, run_id: str) -> dict:  # type: ignore[no-untyped-def]
+    shown = loope(project.path, "status", run_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)["loop"]
+
+
+def _detached(project, agent_script, marks: Path, *extra: str) -> Path:  # type: ignore[no-untyped-def]
+    """A detached run whose implementer waits in iteration 1 for ``marks/release``; its run dir."""
+    detach = loope(
+        project.path, "run", "write notes", "--implementer", agent_script(waiting(marks, then=DONE)),
+        "--no-review", "--detach", "--sandbox", "off", *extra,
+    )  # fmt: skip
+    assert detach.returncode == 0, detach.stderr
+    return project.path / ".loope" / "runs" / detach.stdout.strip()
+
+
+def test_a_detached_run_is_held_from_the_moment_detach_returns(project, agent_script, marks, runners):
+    rundir = _detached(project, agent_script, marks)
+    # The background runner is still starting (an interpreter, loope's imports), yet the run was
+    # never let go: nobody can take it, and every look sees it alive, until its agent runs.
+    assert RunnerLock(rundir / "runner.lock").acquire() is False
+    seen = []
+    deadline = time.monotonic() + DEADLINE_S
+    while not (marks / "started-1").exists():
+        seen.append(runner_alive(rundir))
+        assert time.monotonic() < deadline, "the detached run's implementer never started"
+    assert seen
+    assert all(seen)
+    refused = loope(project.path, "resume", rundir.name)
+    assert refused.returncode == 2
+    runner = runner_pid(rundir)
+    assert runner is not None
+    assert pid_alive(runner)
+    assert f"is being run by another process (pid {runner})" in one_error_line(refused.stderr)
+    loop = _status(project, rundir.name)
+    assert (loop["status"], loop["runner_alive"], loop["runner_pid"]) == ("running", True, runner)
+    assert read_json(rundir / "run.json")["pid"] == runner  # the background runner took the run over
+    (marks / "release").touch()
+    wait_for(lambda: read_json(rundir / "run.json")["status"] != "running", "the detached run to finish")
+    assert read_json(rundir / "run.json")["status"] == "converged"
+    wait_for(lambda: not runner_alive(rundir), "the runner to let the run go once it finished")
+    assert gone(runner)
+
+
+def test_a_killed_runner_is_dead_at_once_whatever_its_pid_now_names_and_continue_takes_it_up(
+    project, agent_script, marks, runners
+):
+    rundir = _detached(project, agent_script, marks, "--max-iters", "2")
+    wait_for((marks / "started-1").exists, "the implementer to start")
+    runner = runner_pid(rundir)
+    assert runner is not None
+    os.kill(runner, signal.SIGKILL)
+    wait_for(lambda: not process_alive(runner), "the killed runner to exit")
+    loop = _status(project, rundir.name)  # no grace period: the lock went with the process
+    assert (loop["status"], loop["runner_alive"]) == ("dead", False)
+    assert "dead (resumable)" in loope(project.path, "runs").stdout
+
+    # The pid is reused by a live process that is not a runner: the run is still dead.
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        record = read_json(rundir / "run.json")
+        record["pid"] = stranger.pid
+        (rundir / "run.json").write_text(json.dumps(record))
+        assert _status(project, rundir.name)["status"] == "dead"
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+    (marks / "release").touch()
+    continued = loope(project.path, "continue", rundir.name, "--max-iters", "1", "--plain")
+    assert continued.returncode == 0, continued.stdout + continued.stderr
+    run = read_json(rundir / "run.json")
+    assert (run["status"], run["iterations"]) == ("converged", 1)
+    assert [s["iteration"] for s in run["steps"]] == [1]
+
+
+def test_two_continues_at_once_make_exactly_one_runner(project, agent_script, marks, runners):
+    # Iteration 1 changes nothing and fails the gate (max_iters); the continued iteration 2 waits.
+    body = waiting(marks, at=2)
+    first = loope(
+        project.path, "run", "fix add", "--implementer", agent_script(body), "--no-review", "--verify-cmd", GATE,
+        "--max-iters", "1", "--sandbox", "off", "--plain",
+    )  # fmt: skip
+    assert first.returncode == 1, first.stdout + first.stderr
+    run_id = project.runs()[-1].name
+    rivals = [runners.start("continue", run_id, "--max-iters", "1", "--plain") for _ in range(2)]
+    wait_for(lambda: any(p.poll() is not None for p in rivals), "one of the two to be refused")
+    wait_for((marks / "started-2").exists, "the other one's implementer to start")
+    (refused,) = [p for p in rivals if p.poll() is not None]
+    (winner,) = [p for p in rivals if p is not refused]
+    assert refused.returncode == 2
+    log = runners.log(rivals.index(refused))
+    assert f"run {run_id} is being run by another process (pid {winner.pid})" in log
+    (marks / "release").touch()
+    assert winner.wait(timeout=DEADLINE_S) == 1, runners.log(rivals.index(winner))
+    run = project.run_json()
+    assert (run["status"], run["iterations"]) == ("max_iters", 2)
+    assert [(s["id"], s["iteration"]) for s in run["steps"] if s["role"] == "implementer"] == [(1, 1), (3, 2)]
+    assert len(run["segments"]) == 2
+    assert "discarded_steps" not in run or run["discarded_steps"] == []

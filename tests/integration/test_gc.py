@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+from loope.engine.state import RunnerLock
 from tests.conftest import FIX, GATE, git
 
 
@@ -63,12 +64,19 @@ def test_a_running_run_is_never_removed(project, agent_script, cli):
     run_id = _run(cli, project, agent_script)
     path = project.runs()[-1] / "run.json"
     data = json.loads(path.read_text())
-    data.update(status="running", pid=os.getpid())  # this test process stands in for its live runner
+    data.update(status="running", pid=os.getpid())
     path.write_text(json.dumps(data))
-    result = cli("rm", run_id, cwd=project.path)
-    assert "kept, it is running" in result.out
-    assert cli("gc", cwd=project.path).out.strip() == "nothing to remove"
-    assert len(project.runs()) == 1
+    lock = RunnerLock(path.parent / "runner.lock")
+    assert lock.acquire()  # this test process stands in for its live runner
+    try:
+        result = cli("rm", run_id, cwd=project.path)
+        assert "kept, it is running" in result.out
+        assert cli("gc", cwd=project.path).out.strip() == "nothing to remove"
+        assert len(project.runs()) == 1
+    finally:
+        lock.release()
+    # Its runner gone (the lock let go), the same record is a dead run: rm takes it, as it would a crashed one.
+    assert "kept, it is running" not in cli("rm", run_id, cwd=project.path).out
 
 
 def test_gc_refuses_an_unknown_status(project, cli):

@@ -97,9 +97,10 @@ def stop(run_ref: str, now: bool, workdir: Path | None) -> int:
 
 @click.command()
 @click.argument("run_ref", metavar="RUN")
+@click.option("--lock-fd", type=int, hidden=True, help="The run's lock, passed on by the process that prepared it.")
 @workdir_option
 @output_options
-def resume(run_ref: str, workdir: Path | None, **output: Any) -> int:
+def resume(run_ref: str, lock_fd: int | None, workdir: Path | None, **output: Any) -> int:
     """Continue RUN, whose runner died, after its last completed iteration."""
     from loope.engine.loop import Engine
     from loope.records.rundir import find_run
@@ -109,7 +110,7 @@ def resume(run_ref: str, workdir: Path | None, **output: Any) -> int:
     rundir = find_run(root, run_ref)
     # A pending stop request is kept: it was made for this run (while its runner was dead, or
     # between `run --detach` and its background runner), and a refused resume must not erase it.
-    engine = Engine.resume(rundir, lambda spec: for_project(spec, views(**output)))
+    engine = Engine.resume(rundir, lambda spec: for_project(spec, views(**output)), lock_fd=lock_fd)
     engine.drive(first=engine.run_state.record.completed + 1)
     return engine.exit_code()
 

@@ -58,9 +58,9 @@ def start(file: Path, jobs: int | None, json_: bool, plain: bool, workdir: Path 
     loaded = load_fleet(file.expanduser(), jobs=jobs)
     store = FleetStore(ensure_loope_dir(home) / "loope.db")
     for row in store.running_fleets_with_digest(loaded.digest):
-        from loope.runners import runner_alive
+        from loope.runners import process_alive
 
-        if runner_alive(row["coordinator_pid"]):
+        if process_alive(row["coordinator_pid"]):
             raise LoopeError(
                 f"fleet {row['id']} is already running this file (pid {row['coordinator_pid']});"
                 f" follow it with `loope fleet status {row['id']}`"
@@ -121,7 +121,7 @@ def stop(fleet_ref: str, now: bool, workdir: Path | None) -> int:
     """Stop every loop of FLEET (before its next step; with --now, at once) and start no more."""
     from loope.fleet.pool import fleet_view
     from loope.records.model import now_iso
-    from loope.runners import runner_alive
+    from loope.runners import process_alive
 
     store = _store(workdir)
     fleet_id = _find(store, fleet_ref)
@@ -134,7 +134,7 @@ def stop(fleet_ref: str, now: bool, workdir: Path | None) -> int:
 
             asked += int(request_stop(Path(task.workdir), task.run_id, now=now))
     row = store.get_fleet(fleet_id) or {}
-    if not runner_alive(row.get("coordinator_pid")) and row.get("status") == "running":
+    if not process_alive(row.get("coordinator_pid")) and row.get("status") == "running":
         for task in view.tasks:
             if task.status == "pending":
                 store.update_fleet_task(fleet_id, task.name, status="skipped")
@@ -153,13 +153,13 @@ def continue_(fleet_ref: str, json_: bool, plain: bool, workdir: Path | None) ->
     """Pick FLEET up again: restart loops whose runner died, start the tasks not started yet."""
     from loope.errors import LoopeError
     from loope.fleet.pool import Coordinator, exit_code, resume_dead
-    from loope.runners import runner_alive
+    from loope.runners import process_alive
     from loope.ui.fleet import fleet_display
 
     store = _store(workdir)
     fleet_id = _find(store, fleet_ref)
     row = store.get_fleet(fleet_id) or {}
-    if row.get("status") == "running" and runner_alive(row.get("coordinator_pid")):
+    if row.get("status") == "running" and process_alive(row.get("coordinator_pid")):
         raise LoopeError(f"fleet {fleet_id} is still running (pid {row['coordinator_pid']}); nothing to continue")
     store.update_fleet(fleet_id, interrupt=0, interrupt_now=0, stop_detail=None)
     for task in store.fleet_tasks(fleet_id):

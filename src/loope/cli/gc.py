@@ -24,7 +24,7 @@ def _remove(root: Path, run_ids: list[str], *, dry_run: bool) -> int:
     for run_id in run_ids:
         rundir = RunDir(root / RUNS / run_id)
         data = rundir.read_json("run.json", whole=True)  # checked: the record is acted on
-        if effective_status(data) == "running":
+        if effective_status(data, rundir.root) == "running":
             click.echo(f"{run_id}: kept, it is running (stop it first with `loope stop {run_id}`)")
             continue
         result = remove_run(RunRecord.from_dict(data), rundir.root, dry_run=dry_run)
@@ -76,7 +76,7 @@ def gc(older_than: str | None, keep: int | None, statuses: str | None, dry_run: 
             data = rundir.read_json("run.json")
         except LoopeError:
             continue
-        if effective_status(data) not in ("running", "dead"):
+        if effective_status(data, rundir.root) not in ("running", "dead"):
             finished.append((rundir.run_id, data))
     candidates = finished[: max(0, len(finished) - keep)] if keep is not None else finished
     now = time.time()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,10 +10,6 @@ import click
 
 from loope.cli.options import output_options, project_dir, workdir_option
 from loope.cli.options import view as make_view
-
-# A detached run is prepared by one process and driven by another that starts a moment later: a
-# runner not (yet) alive is taken as gone only after this long without a new event.
-GONE_AFTER_S = 15.0
 
 
 @click.command()
@@ -52,29 +47,20 @@ def logs(run_ref: str, follow_: bool, workdir: Path | None, **output: Any) -> in
 
 
 def _alive(root: Path) -> Callable[[], bool]:
-    """Whether the run can still write events: marked running, and its runner alive.
+    """Whether the run can still write events: marked running, and its runner alive (holding its lock).
 
-    A runner seen alive and then gone is gone at once; one never seen yet (a detached run whose
-    background runner is still starting) is given ``GONE_AFTER_S`` to appear.
+    A detached run's lock passes from the process that prepared it to its background runner
+    without ever being let go, so a run is never between runners.
     """
     import json
 
     from loope.runners import runner_alive
-
-    since = time.monotonic()
-    seen: set[object] = set()
 
     def alive() -> bool:
         try:
             record = json.loads((root / "run.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return False
-        if not isinstance(record, dict) or record.get("status") != "running":
-            return False
-        pid = record.get("pid")
-        if runner_alive(pid):
-            seen.add(pid)
-            return True
-        return pid not in seen and time.monotonic() - since < GONE_AFTER_S
+        return isinstance(record, dict) and record.get("status") == "running" and runner_alive(root)
 
     return alive

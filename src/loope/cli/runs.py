@@ -32,9 +32,9 @@ def age(started: str | None) -> str:
     return f"{int(seconds)}s"
 
 
-def shown_status(data: dict[str, Any]) -> str:
+def shown_status(data: dict[str, Any], run_root: str) -> str:
     """The status, with ``running`` runs whose runner is gone shown as ``dead (resumable)``."""
-    status = effective_status(data)
+    status = effective_status(data, run_root)
     return "dead (resumable)" if status == "dead" else status
 
 
@@ -62,7 +62,7 @@ def load_runs(workdir: str) -> list[dict[str, Any]]:
     return found
 
 
-def _row(r: dict[str, Any]) -> dict[str, Any]:
+def _row(r: dict[str, Any], root: str) -> dict[str, Any]:
     if "damaged" in r:
         return {
             "run_id": r["run_id"],
@@ -77,7 +77,7 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
         }
     return {
         "run_id": r["run_id"],
-        "status": shown_status(r),
+        "status": shown_status(r, os.path.join(root, ".loope", "runs", r["run_id"])),
         "iterations": r.get("iterations", 0),
         "max_iters": r.get("max_iters"),
         "cost_usd": r.get("totals", {}).get("cost_usd", 0.0),
@@ -98,7 +98,7 @@ def runs(workdir: str | None, json_: bool) -> int:
     root = os.path.abspath(os.path.expanduser(workdir)) if workdir else project_root()
     if not os.path.isdir(root):
         raise LoopeError(f"workdir {root} does not exist or is not a directory; pass an existing --workdir")
-    rows = [_row(r) for r in load_runs(root)]
+    rows = [_row(r, root) for r in load_runs(root)]
     if json_:
         click.echo(json.dumps(rows, indent=2))
         return 0

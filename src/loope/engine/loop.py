@@ -142,6 +142,7 @@ class Engine:
         *,
         more: MoreBudget | None = None,
         on_locked: Callable[[], None] | None = None,
+        lock_fd: int | None = None,
     ) -> Engine:
         """Pick up a prepared or interrupted run after its last completed iteration.
 
@@ -149,26 +150,26 @@ class Engine:
         ``agents/discarded/``; counters and budgets carry over from the completed ones.
         ``services`` builds what the run is wired to from its saved spec. With ``more``
         (``loope continue``), a finished run goes on with those budgets added; ``on_locked`` runs
-        once the run's lock is held, before anything watches it.
+        once the run's lock is held, before anything watches it. ``lock_fd`` is the run's lock,
+        held and passed on by the process that prepared the run (``run --detach``).
         """
-        spec, record = rundir.saved_spec(), rundir.record()
+        spec = rundir.saved_spec()
         engine = cls(spec, services(spec))
-        if more is None and record.status != "running":
-            more_flag = " --goal TEXT" if record.status == "converged" else ""
-            raise LoopeError(
-                f"run {record.run_id} already finished ({record.status}); go on with `loope continue"
-                f" {record.run_id}{more_flag}`, or start a new one with `loope run`"
-            )
-        engine._lock(rundir)
+        if more is None:
+            _refuse_finished(rundir.record())
+        engine._lock(rundir, lock_fd)
         engine.reserve.hold()
-        if more is not None:
-            try:
+        try:
+            record = rundir.record()  # again, under the lock: a runner that held it may have moved the run on
+            if more is None:
+                _refuse_finished(record)
+            else:
                 engine.spec = extend(rundir, record, spec, more)
                 if on_locked is not None:
                     on_locked()
-            except BaseException:
-                engine.lock.release()
-                raise
+        except BaseException:
+            engine.lock.release()
+            raise
         workspace = rewind(rundir, record)
         engine.loop = record.loop
         engine._attach(rundir, workspace, record)
@@ -179,10 +180,10 @@ class Engine:
         engine._emit_started()
         return engine
 
-    def _lock(self, rundir: RunDir) -> None:
+    def _lock(self, rundir: RunDir, passed_fd: int | None = None) -> None:
         self.lock = RunnerLock(rundir / "runner.lock")
         self.reserve = Reserve(rundir.root)
-        if not self.lock.acquire():
+        if not (passed_fd is not None and self.lock.adopt(passed_fd)) and not self.lock.acquire():
             raise LoopeError(
                 f"run {rundir.run_id} is being run by another process (pid {self.lock.holder()});"
                 f" stop it first with `loope stop {rundir.run_id}`"
@@ -646,3 +647,13 @@ class Engine:
         if self.spec.metric_mode and record.best is not None and record.best.iteration > 0:
             return EXIT_OK
         return EXIT_FAILED
+
+
+def _refuse_finished(record: RunRecord) -> None:
+    """``resume`` is for a run whose runner died: a finished run goes on with ``continue``."""
+    if record.status != "running":
+        more_flag = " --goal TEXT" if record.status == "converged" else ""
+        raise LoopeError(
+            f"run {record.run_id} already finished ({record.status}); go on with `loope continue"
+            f" {record.run_id}{more_flag}`, or start a new one with `loope run`"
+        )

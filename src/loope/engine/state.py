@@ -103,28 +103,75 @@ class RunState:
 
 
 class RunnerLock:
-    """One runner per run: an exclusive lock on ``runner.lock`` that dies with the process holding it."""
+    """One runner per run: an exclusive lock on ``runner.lock`` that dies with the process holding it.
+
+    Whether the lock is held is also how every other command tells a live run from a dead one
+    (``loope.runners``). The lock belongs to the open file, not to a process: a runner hands it on
+    by passing the file descriptor to the process that takes the run over (``adopt``).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
 
+    @property
+    def fd(self) -> int | None:
+        return self._fd
+
     def acquire(self) -> bool:
         import fcntl
         import os
+        import time
 
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # A command asking whether the run is alive takes a shared lock for an instant: try a few
+        # times before saying another runner has it.
+        for attempt in range(20):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == 19:
+                    os.close(fd)
+                    return False
+                time.sleep(0.01)
         self._fd = fd
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        self.write_pid(os.getpid())
         return True
 
+    def adopt(self, fd: int) -> bool:
+        """Take over the lock a parent holds on this file through ``fd`` (passed to this process).
+
+        False when ``fd`` is not this run's lock file, or another process holds the lock.
+        """
+        import fcntl
+        import os
+
+        try:
+            mine, named = os.fstat(fd), os.stat(self.path)
+        except OSError:
+            return False
+        if (mine.st_dev, mine.st_ino) != (named.st_dev, named.st_ino):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held through this very file: granted at once
+        except OSError:
+            return False
+        os.set_inheritable(fd, False)  # the agents this runner starts must not keep the run alive
+        self._fd = fd
+        self.write_pid(os.getpid())
+        return True
+
+    def write_pid(self, pid: int) -> None:
+        """Name ``pid`` as the holder (at offset 0: a parent and the child it passed the file to share one offset)."""
+        import os
+
+        assert self._fd is not None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{pid}\n".encode(), 0)
+
     def release(self) -> None:
+        """Close the file; the lock goes with the last descriptor of it (a child it was passed to keeps it)."""
         import os
 
         if self._fd is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from typing import Any, Protocol
 
 from loope.errors import LoopeError
 from loope.records.rundir import RUNS, RunDir
-from loope.runners import effective_status, runner_alive
+from loope.runners import effective_status, process_alive
 from loope.store.fleets import FleetStore
 
 POLL_S = 0.5
@@ -100,7 +99,7 @@ def task_view(row: dict[str, Any]) -> TaskView:
         view.status, view.error = "damaged", exc.message
         return view
     totals = record.get("totals") if isinstance(record.get("totals"), dict) else {}
-    view.status = effective_status(record)
+    view.status = effective_status(record, rundir.root)
     view.iteration = int(record.get("iterations") or 0)
     view.max_iters = record.get("max_iters")
     cost = totals.get("cost_usd") if isinstance(totals, dict) else 0.0
@@ -154,7 +153,7 @@ def fleet_view(store: FleetStore, fleet_id: str) -> FleetView:
         max_time=row["max_time"],
         elapsed_s=max(0.0, end - started) if started is not None else 0.0,
         detail=row["stop_detail"] or "",
-        coordinator_alive=row["status"] == "running" and runner_alive(row["coordinator_pid"]),
+        coordinator_alive=row["status"] == "running" and process_alive(row["coordinator_pid"]),
     )
 
 
@@ -291,8 +290,14 @@ def exit_code(view: FleetView) -> int:
 
 
 def resume_dead(store: FleetStore, fleet_id: str) -> list[str]:
-    """Restart the runner of every task whose run died; the tasks restarted."""
-    from loope.proc import spawn_detached
+    """Restart the runner of every task whose run died; the tasks restarted.
+
+    The run's lock is taken here and handed to the new runner, so the run is never seen dead or
+    taken by anyone else in between; a run someone else took up meanwhile is left to them.
+    """
+    from loope.control import hand_over
+    from loope.engine.state import RunnerLock
+    from loope.runners import LOCK_FILE
 
     restarted: list[str] = []
     for task in fleet_view(store, fleet_id).tasks:
@@ -300,22 +305,13 @@ def resume_dead(store: FleetStore, fleet_id: str) -> list[str]:
             continue
         workdir = Path(task.workdir)
         rundir = RunDir(workdir / RUNS / task.run_id)
-        argv = [sys.executable, "-m", "loope", "resume", task.run_id, "--workdir", str(workdir), "--plain"]
-        pid = spawn_detached(argv, cwd=workdir, log_path=rundir / "runner.log")
-        _await_runner(rundir, pid)
+        lock = RunnerLock(rundir / LOCK_FILE)
+        if not lock.acquire():
+            continue
+        try:
+            hand_over(rundir, workdir, lock)
+        finally:
+            lock.release()
         store.update_fleet_task(fleet_id, task.name, status="running")
         restarted.append(task.name)
     return restarted
-
-
-def _await_runner(rundir: RunDir, pid: int, *, within_s: float = 30.0) -> None:
-    """Wait until the new runner has taken the run over (so the run no longer reads as dead)."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline and runner_alive(pid):
-        try:
-            record = rundir.read_json("run.json")
-        except LoopeError:
-            return
-        if record.get("pid") == pid or record.get("status") != "running":
-            return
-        time.sleep(0.05)

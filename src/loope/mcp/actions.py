@@ -114,7 +114,7 @@ def progress(workdir: Path, run_id: str) -> tuple[str, int]:
             finished = sum(1 for _ in ledger)
     except FileNotFoundError:
         finished = 0
-    return effective_status(record), finished
+    return effective_status(record, root), finished
 
 
 def status(workdir: Path, run_id: str) -> dict[str, Any]:
@@ -201,7 +201,7 @@ def list_loops(workdir: Path, *, every: bool) -> dict[str, Any]:
             if finished == RECENT_LIMIT or not _recent(record.get("finished_at")):
                 continue
             finished += 1
-        loops.append(_summary_line(record))
+        loops.append(_summary_line(record, rundir.root))
         if len(loops) == LIST_LIMIT:
             break
     return {"count": len(loops), "loops": loops}
@@ -215,14 +215,14 @@ def _recent(stamp: Any) -> bool:
     return time.time() - finished <= RECENT_S
 
 
-def _summary_line(record: dict[str, Any]) -> dict[str, Any]:
+def _summary_line(record: dict[str, Any], run_root: Path) -> dict[str, Any]:
     from loope.runners import effective_status
 
     totals = record.get("totals", {})
     return _compact(
         {
             "loop_id": record.get("run_id"),
-            "status": effective_status(record),
+            "status": effective_status(record, run_root),
             "stop_reason": record.get("stop_reason"),
             "iteration": record.get("iterations", 0),
             "cost_usd": round(float(totals.get("cost_usd") or 0), 4),

@@ -45,7 +45,7 @@ def run_row(project: Project, rundir: RunDir) -> dict[str, Any]:
     """A run as the runs list shows it."""
     record = _json(rundir / "run.json")
     totals = record.get("totals") if isinstance(record.get("totals"), dict) else {}
-    status = effective_status(record) if record else "damaged"
+    status = effective_status(record, rundir.root) if record else "damaged"
     return {
         "project": project.key,
         "project_dir": str(project.root),
