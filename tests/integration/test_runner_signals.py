@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import signal
 
 import pytest
 
-from loope.sandbox import bwrap
+from loope.sandbox import bwrap, reap
 from tests.conftest import GATE
 from tests.integration.test_control import DEADLINE_S, Runners, read_json, wait_for
 from tests.integration.test_sandbox_attacks import markers, survivors
@@ -53,3 +54,41 @@ def test_a_signal_to_the_runner_stops_the_run_like_stop_now(project, tmp_path, r
         f"stopped by {name}",
     )
     assert survivors(tokens) == []
+
+
+@pytest.mark.skipif(reap.cgroup_base() is None, reason="needs a writable cgroup v2 hierarchy")
+@pytest.mark.parametrize("cleaner", ["loope gc", "the next run"])
+def test_a_runner_killed_outright_leaves_no_cgroup_or_process_once_loope_runs_again(
+    project, tmp_path, runners, cli, *, cleaner
+):
+    agent = tmp_path / "agent.sh"
+    agent.write_text(
+        '#!/bin/sh\necho "marker $LOOPE_STEP_TOKEN"\nsetsid sleep 300 >/dev/null 2>&1 &\necho ready\nexec sleep 300\n'
+    )
+    runner = runners.start("run", "fix add", "--implementer", f"exec:sh {agent}", "--no-review", "--plain")
+    wait_for(lambda: "ready" in _step_log(project), "the implementer to start its processes")
+    (step,) = (project.runs()[-1] / "agents").glob("01-*")
+    tokens = markers(step)
+    runner.kill()
+    runner.wait(timeout=DEADLINE_S)
+    base = reap.cgroup_base()
+    assert base is not None
+    (left,) = base.glob(f"loope-step-{runner.pid}-*")  # SIGKILL: the runner could not remove it
+    assert survivors(tokens)  # nor end its step
+
+    if cleaner == "loope gc":
+        result = cli("gc", cwd=project.path)
+        assert result.exit_code == 0, result.err
+        assert re.search(r"^removed \d+ step cgroup\(s\) left by runners that died$", result.out, re.M), result.out
+    else:
+        quick = tmp_path / "quick.sh"
+        quick.write_text("#!/bin/sh\necho done\n")
+        assert runners.start("run", "again", "--implementer", f"exec:sh {quick}", "--no-review").wait(DEADLINE_S) == 1
+
+    assert not left.exists()
+    assert survivors(tokens) == []
+
+
+def _step_log(project) -> str:  # type: ignore[no-untyped-def]
+    logs = list((project.runs()[-1] / "agents").glob("01-*/transcript.log")) if project.runs() else []
+    return logs[0].read_text() if logs else ""

@@ -61,6 +61,7 @@ def gc(older_than: str | None, keep: int | None, statuses: str | None, dry_run: 
     from loope.errors import LoopeError
     from loope.records.rundir import list_runs
     from loope.runners import effective_status
+    from loope.sandbox import reap
 
     root = project_dir(workdir)
     age = _duration(older_than) if older_than else None
@@ -85,6 +86,8 @@ def gc(older_than: str | None, keep: int | None, statuses: str | None, dry_run: 
         for run_id, data in candidates
         if (wanted is None or data.get("status") in wanted) and (age is None or now - _finished_at(data) >= age)
     ]
+    if not dry_run and (swept := reap.sweep(reap.cgroup_base())):
+        click.echo(f"removed {swept} step cgroup(s) left by runners that died")
     if not chosen:
         click.echo("nothing to remove")
         return 0

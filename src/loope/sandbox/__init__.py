@@ -90,7 +90,7 @@ class StepBox:
             env["TMPDIR"] = "/tmp"
         else:
             env["TMPDIR"] = str(self.tmp)
-        base = reap.cgroup_base()
+        base = reap.step_base()
         if base is not None:
             with contextlib.suppress(OSError):
                 self.cgroup = reap.StepCgroup(base, self.token)
