@@ -16,7 +16,7 @@ CODEX_ACP_VERSION ?= 0.16.0
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,temporal]'
 	touch $(STAMP)
 
 # The real agent CLIs the end-to-end tests drive (against a scripted local model server).

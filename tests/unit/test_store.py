@@ -79,7 +79,7 @@ def columns(conn: sqlite3.Connection, table: str) -> set[str]:
 
 def test_the_migrations_are_numbered_one_by_one():
     assert [m.version for m in MIGRATIONS] == list(range(1, len(MIGRATIONS) + 1))
-    assert LATEST == MIGRATIONS[-1].version == 4
+    assert LATEST == MIGRATIONS[-1].version == 5
     assert len({m.name for m in MIGRATIONS}) == len(MIGRATIONS)
 
 
@@ -90,6 +90,7 @@ def test_a_blank_database_is_migrated_to_the_latest_schema(tmp_path):
     assert current_version(conn) == LATEST
     assert {"runs", "steps", "lessons", "fleets", "fleet_tasks", "schema_migrations"} <= tables(conn)
     assert {"interrupt", "interrupt_now", "notification_ids", "runner_pid", "last_error"} <= columns(conn, "runs")
+    assert "temporal" in columns(conn, "fleets")
     rows = [tuple(r) for r in conn.execute("SELECT version, name FROM schema_migrations ORDER BY version")]
     assert rows == [(m.version, m.name) for m in MIGRATIONS]
     assert all(r[0] for r in conn.execute("SELECT applied_at FROM schema_migrations"))

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from loope.cli.options import project_dir, workdir_option
 
 if TYPE_CHECKING:
+    from loope.fleet.spec import FleetFile
+    from loope.fleet.temporal.submit import TemporalSettings
     from loope.store.fleets import FleetStore
+
+DEFAULT_ADDRESS = "127.0.0.1:7233"
 
 _SUBCOMMANDS = ("status", "stop", "continue")
 
@@ -31,6 +35,8 @@ def fleet() -> None:
 
     \b
     loope fleet FILE [--jobs N] [--json] [--plain]   start every [[task]] of FILE
+    loope fleet FILE --temporal [HOST:PORT] --remote GIT_URL [--namespace NS] [--task-queue Q] [--heartbeat SECS]
+                                                     the same loops on Temporal (`loope worker`s run them)
     loope fleet status [FLEET] [--json]              the fleets, or one fleet's loops
     loope fleet stop FLEET [--now]                   stop every loop of a fleet
     loope fleet continue FLEET                       start what is left, restart dead runners
@@ -42,22 +48,39 @@ def fleet() -> None:
 @click.option("--jobs", type=click.IntRange(1, 64), help="Loops at once. [default: [fleet] jobs, else 2]")
 @click.option("--json", "json_", is_flag=True, help="The fleet as JSON lines on stdout.")
 @click.option("--plain", is_flag=True, help="Plain lines, no live table.")
+@click.option(
+    "--temporal",
+    "address",
+    is_flag=False,
+    flag_value=DEFAULT_ADDRESS,
+    metavar="[HOST:PORT]",
+    help=f"Run the loops as Temporal workflows, iterations on `loope worker`s. [default: {DEFAULT_ADDRESS}]",
+)
+@click.option("--remote", metavar="GIT_URL", help="With --temporal: the git remote every worker can reach.")
+@click.option("--namespace", metavar="NS", help="With --temporal: the Temporal namespace. [default: default]")
+@click.option("--task-queue", metavar="QUEUE", help="With --temporal: the workers' task queue. [default: loope]")
+@click.option(
+    "--heartbeat",
+    type=click.FloatRange(1, 3600),
+    metavar="SECS",
+    help="With --temporal: a silent worker is presumed dead after this. [default: 30]",
+)
 @workdir_option
-def start(file: Path, jobs: int | None, json_: bool, plain: bool, workdir: Path | None) -> int:
+def start(file: Path, jobs: int | None, json_: bool, plain: bool, workdir: Path | None, **temporal: Any) -> int:
     """Start every task of FILE and drive the fleet until each loop has ended."""
     from loope.errors import LoopeError
     from loope.fleet.pool import Coordinator, exit_code
     from loope.fleet.spec import load_fleet
-    from loope.records.model import now_iso
-    from loope.records.rundir import slug
     from loope.store.fleets import FleetStore
     from loope.ui.fleet import fleet_display
     from loope.workspace.loopedir import ensure_loope_dir
 
     home = project_dir(workdir)
     loaded = load_fleet(file.expanduser(), jobs=jobs)
+    settings = _temporal_settings(loaded.settings.temporal, temporal)
     store = FleetStore(ensure_loope_dir(home) / "loope.db")
-    for row in store.running_fleets_with_digest(loaded.digest):
+    running = store.running_fleets_with_digest(loaded.digest)
+    for row in running:
         from loope.runners import process_alive
 
         if process_alive(row["coordinator_pid"]):
@@ -65,7 +88,30 @@ def start(file: Path, jobs: int | None, json_: bool, plain: bool, workdir: Path 
                 f"fleet {row['id']} is already running this file (pid {row['coordinator_pid']});"
                 f" follow it with `loope fleet status {row['id']}`"
             )
-    fleet_id = store.add_fleet(
+    if settings is not None:
+        from loope.fleet.temporal.client import Bridge
+        from loope.fleet.temporal.submit import drive_fleet
+
+        with Bridge(settings.address, settings.namespace) as bridge:  # unreachable: said before anything is kept
+            # The same file again, its coordinator gone: follow the same workflows rather than start more.
+            again = next((r["id"] for r in running if r["temporal"]), None)
+            fleet_id = again or _add(store, file, loaded, temporal=settings.to_json(), jobs=len(loaded.tasks))
+            if not json_:
+                click.echo(f"fleet {fleet_id}: {len(loaded.tasks)} loop(s) on Temporal at {settings.address}")
+            display = fleet_display(json_=json_, plain=plain)
+            return exit_code(drive_fleet(store, fleet_id, display, settings, bridge))
+    fleet_id = _add(store, file, loaded)
+    if not json_:
+        click.echo(f"fleet {fleet_id}: {len(loaded.tasks)} loop(s), {loaded.settings.jobs} at once")
+    view = Coordinator(store, fleet_id, fleet_display(json_=json_, plain=plain)).drive()
+    return exit_code(view)
+
+
+def _add(store: FleetStore, file: Path, loaded: FleetFile, **extra: Any) -> str:
+    from loope.records.model import now_iso
+    from loope.records.rundir import slug
+
+    return store.add_fleet(
         slug(file.stem, words=4, chars=24),
         {
             "file": str(loaded.path),
@@ -74,16 +120,43 @@ def start(file: Path, jobs: int | None, json_: bool, plain: bool, workdir: Path 
             "max_cost": loaded.settings.max_cost,
             "max_time": loaded.settings.max_time,
             "started_at": now_iso(),
+            **extra,
         },
         [
             {"position": i, "name": t.name, "workdir": str(t.workdir), "spec": t.spec.model_dump_json()}
             for i, t in enumerate(loaded.tasks)
         ],
     )
-    if not json_:
-        click.echo(f"fleet {fleet_id}: {len(loaded.tasks)} loop(s), {loaded.settings.jobs} at once")
-    view = Coordinator(store, fleet_id, fleet_display(json_=json_, plain=plain)).drive()
-    return exit_code(view)
+
+
+def _temporal_settings(table: dict[str, str], flags: dict[str, Any]) -> TemporalSettings | None:
+    """``--temporal`` and its options over the file's ``[fleet]`` keys; None for a local fleet."""
+    from loope.errors import LoopeError
+
+    address = flags["address"] or table.get("temporal")
+    if address is None:
+        for name in ("remote", "namespace", "task_queue", "heartbeat"):
+            if flags[name] is not None:
+                raise LoopeError(
+                    f"--{name.replace('_', '-')} needs --temporal (a fleet on this machine has no use for it)"
+                )
+        return None
+    try:
+        from loope.fleet.temporal.submit import TemporalSettings
+    except ImportError:
+        raise LoopeError("--temporal needs the Temporal extra: pip install 'loope[temporal]'") from None
+    remote = flags["remote"] or table.get("remote")
+    if not remote:
+        raise LoopeError("--temporal needs --remote GIT_URL (or [fleet] remote): a git remote every worker can reach")
+    if "://" not in remote and Path(remote).exists():
+        remote = str(Path(remote).resolve())
+    return TemporalSettings(
+        address=address,
+        remote=remote,
+        namespace=flags["namespace"] or table.get("namespace") or "default",
+        task_queue=flags["task_queue"] or table.get("task_queue") or "loope",
+        heartbeat_s=flags["heartbeat"] or 30.0,
+    )
 
 
 @fleet.command()
@@ -126,6 +199,14 @@ def stop(fleet_ref: str, now: bool, workdir: Path | None) -> int:
     store = _store(workdir)
     fleet_id = _find(store, fleet_ref)
     store.request_fleet_stop(fleet_id, now=now)
+    row = store.get_fleet(fleet_id) or {}
+    if row.get("temporal"):
+        from loope.fleet.temporal.submit import TemporalSettings, stop_fleet
+
+        asked = stop_fleet(store, fleet_id, TemporalSettings.from_json(row["temporal"]), now=now)
+        when = "killing the iteration in flight" if now else "after the iteration in flight"
+        click.echo(f"stop signalled to {asked} loop(s) of fleet {fleet_id}: they stop {when}")
+        return 0
     view = fleet_view(store, fleet_id)
     asked = 0
     for task in view.tasks:
@@ -165,6 +246,13 @@ def continue_(fleet_ref: str, json_: bool, plain: bool, workdir: Path | None) ->
     for task in store.fleet_tasks(fleet_id):
         if task["status"] == "skipped" or (task["status"] == "failed" and not task["run_id"]):
             store.update_fleet_task(fleet_id, task["name"], status="pending", error=None)
+    if row.get("temporal"):
+        from loope.fleet.temporal.client import Bridge
+        from loope.fleet.temporal.submit import TemporalSettings, drive_fleet
+
+        settings = TemporalSettings.from_json(row["temporal"])
+        with Bridge(settings.address, settings.namespace) as bridge:
+            return exit_code(drive_fleet(store, fleet_id, fleet_display(json_=json_, plain=plain), settings, bridge))
     restarted = resume_dead(store, fleet_id)
     if restarted and not json_:
         click.echo(f"restarted the runner of {', '.join(restarted)}")

@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("loope.cli.adapters:doctor", "Check the configured agents and say what to fix."),
     "lessons": ("loope.cli.control:lessons", "List lessons remembered from earlier runs."),
     "fleet": ("loope.cli.fleet:fleet", "Run many loops from a fleet file, up to --jobs at once."),
+    "worker": ("loope.cli.temporal:worker", "Run the iterations of fleets on Temporal on this machine."),
+    "temporal": ("loope.cli.temporal:temporal", "Temporal for fleets: `loope temporal dev` starts a local server."),
     "serve": ("loope.cli.serve:serve", "A local web dashboard of the runs (live, with Stop)."),
     "mcp": ("loope.cli.mcp:mcp", "Serve loope as an MCP tool over stdio."),
     "slack-listen": ("loope.cli.slack:slack_listen", "Stop runs from the Stop buttons of --notify slack: messages."),

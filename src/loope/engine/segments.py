@@ -27,6 +27,8 @@ class MoreBudget:
     max_cost: float | None = None
     max_time: float | None = None
     goal: str | None = None
+    keep_patience: bool = False
+    """Carry the stall streak over (a fleet on Temporal drives a run one single-iteration segment at a time)."""
 
 
 _DONE = re.compile(r"^(status:\s*)['\"]?done['\"]?[ \t]*$", re.M | re.I)
@@ -56,7 +58,8 @@ def extend(rundir: RunDir, record: RunRecord, spec: LoopSpec, more: MoreBudget) 
     record.segments.append(_segment(record, new, record.completed + 1))
     record.goal, record.max_iters = new.goal, new.max_iters
     # A new segment gets fresh patience: the streak that stalled the last one starts again from zero.
-    record.loop.streak = record.loop.idle = 0
+    if not more.keep_patience:
+        record.loop.streak = record.loop.idle = 0
     return new
 
 

@@ -173,6 +173,7 @@ class Coordinator:
         self.store.update_fleet(self.fleet_id, coordinator_pid=os.getpid(), status="running", finished_at=None)
         try:
             while True:
+                self._poll()
                 view = fleet_view(self.store, self.fleet_id)
                 self._check_stop(view)
                 started = self._start_pending(view)
@@ -182,10 +183,16 @@ class Coordinator:
                     break
                 self.sleep(self.poll_s)
         except KeyboardInterrupt:
-            self._stop_runs(view_now := fleet_view(self.store, self.fleet_id), now=True)
-            self._finish(view_now, "stopped", "interrupted with Ctrl-C; the runs in flight were asked to stop now")
+            self._interrupted()
             raise
         return self._finish(view, *self._outcome(view))
+
+    def _poll(self) -> None:
+        """Bring the runs' records up to date before each look at the fleet (they are local here)."""
+
+    def _interrupted(self) -> None:
+        self._stop_runs(view_now := fleet_view(self.store, self.fleet_id), now=True)
+        self._finish(view_now, "stopped", "interrupted with Ctrl-C; the runs in flight were asked to stop now")
 
     # -- stopping -----------------------------------------------------------------------------
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loope.errors import LoopeError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_FLEET_KEYS = {"jobs", "max_cost", "max_time"}
+_FLEET_KEYS = {"jobs", "max_cost", "max_time", "temporal", "remote", "namespace", "task_queue"}
+_TEXT_KEYS = ("temporal", "remote", "namespace", "task_queue")
 _TASK_ONLY = {"name", "workdir", "repo"}
 
 
@@ -28,6 +29,8 @@ class FleetSettings:
     jobs: int
     max_cost: float | None
     max_time: float | None
+    temporal: dict[str, str] = field(default_factory=dict)
+    """``temporal`` (HOST:PORT), ``remote``, ``namespace``, ``task_queue``: the defaults of ``--temporal``."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,17 @@ def _settings(path: Path, table: dict[str, Any], jobs_flag: int | None) -> Fleet
         raise LoopeError(f"{path}: [fleet] max_cost must be a positive number of dollars (got {max_cost!r})")
     max_time = table.get("max_time")
     seconds = parse_duration(max_time, what=f"{path}: [fleet] max_time") if max_time is not None else None
-    return FleetSettings(jobs, float(max_cost) if max_cost is not None else None, seconds)
+    temporal: dict[str, str] = {}
+    for key in _TEXT_KEYS:
+        value = table.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise LoopeError(f"{path}: [fleet] {key} must be a non-empty string (got {value!r})")
+        if value is not None:
+            temporal[key] = value.strip()
+    remote = temporal.get("remote")
+    if remote and "://" not in remote and (path.parent / remote).exists():
+        temporal["remote"] = str((path.parent / remote).resolve())  # a local remote, relative to the file
+    return FleetSettings(jobs, float(max_cost) if max_cost is not None else None, seconds, temporal)
 
 
 def _task(path: Path, index: int, entry: dict[str, Any], defaults: dict[str, Any]) -> FleetTask:

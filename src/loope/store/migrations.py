@@ -114,6 +114,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        5,
+        "fleets on Temporal: where their workflows run",
+        """
+        ALTER TABLE fleets ADD COLUMN temporal TEXT;
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

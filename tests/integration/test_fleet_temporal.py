@@ -1,0 +1,317 @@
+"""Fleets on Temporal: a real dev server, a bare repository as the remote, real `loope worker` processes.
+
+Each worker has a root of its own, standing in for a machine; the agents are exec: scripts, the
+gate is real pytest. Stopping, killing and waiting are observed through the runs' records and the
+workflows' own history and status query, never through the clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("temporalio")
+
+from tests.integration.test_control import DEADLINE_S, loope, wait_for
+from tests.integration.test_fleet import FIXER, fleet_dir, marks, run_record, write_fleet
+
+HEARTBEAT_S = "2"
+__all__ = ["fleet_dir", "marks"]  # fixtures shared with the local fleet's tests
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Temporal dev server (``loope temporal dev``) on a free port with a fresh SQLite file."""
+    where = tmp_path_factory.mktemp("temporal")
+    port = free_port()
+    log = (where / "server.log").open("w")
+    argv = [sys.executable, "-m", "loope", "temporal", "dev", "--port", str(port), "--db", str(where / "dev.db")]
+    server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def listening() -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        wait_for(listening, "the Temporal dev server to listen")
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+        log.close()
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    path = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
+    return path
+
+
+class Workers:
+    """``loope worker`` processes, each with its own root (its own "machine")."""
+
+    def __init__(self, tmp_path: Path, address: str, queue: str) -> None:
+        self.tmp_path, self.address, self.queue = tmp_path, address, queue
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, name: str, *, slots: int = 1, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        log = self.tmp_path / f"worker-{name}.log"
+        argv = [sys.executable, "-m", "loope", "worker", "--temporal", self.address, "--task-queue", self.queue]
+        argv += ["--slots", str(slots), "--root", str(self.tmp_path / f"machine-{name}")]
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, start_new_session=True
+            )
+        self.procs.append(proc)
+        wait_for(lambda: "loope worker: task queue" in log.read_text(), f"worker {name} to connect")
+        return proc
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+@pytest.fixture
+def workers(tmp_path: Path, temporal: str, request: pytest.FixtureRequest) -> Iterator[Workers]:
+    pool = Workers(tmp_path, temporal, f"q-{request.node.name}-{os.getpid()}"[:200])
+    yield pool
+    pool.close()
+
+
+def submit_argv(path: Path, remote: Path, workers: Workers) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "loope",
+        "fleet",
+        str(path),
+        "--plain",
+        "--temporal",
+        workers.address,
+        "--remote",
+        str(remote),
+        "--task-queue",
+        workers.queue,
+        "--heartbeat",
+        HEARTBEAT_S,
+    ]
+
+
+def submit(fleet_dir: Path, path: Path, remote: Path, workers: Workers) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        submit_argv(path, remote, workers),
+        cwd=fleet_dir,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S * 2,
+        check=False,
+    )
+
+
+def submit_in_background(fleet_dir: Path, path: Path, remote: Path, workers: Workers) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        submit_argv(path, remote, workers),
+        cwd=fleet_dir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def workflow(address: str, fleet_dir: Path, task: str, fleet_id: str = "0001-fleet") -> tuple[dict, list[str]]:
+    """The loop's workflow: its status query (or result) and the types of its history's events."""
+    from temporalio.client import Client
+
+    from loope.fleet.temporal.submit import workflow_key
+
+    async def ask() -> tuple[dict, list[str]]:
+        client = await Client.connect(address)
+        handle = client.get_workflow_handle(workflow_key(fleet_dir, fleet_id, task))
+        status = await handle.query("status")
+        events = [e.event_type for e in (await handle.fetch_history()).events]
+        from temporalio.api.enums.v1 import EventType
+
+        return status, [EventType.Name(t) for t in events]
+
+    return asyncio.run(ask())
+
+
+def waiting(address: str, fleet_dir: Path, task: str) -> bool:
+    """Whether the loop's workflow waits on its timer (False while it does not exist yet)."""
+    from temporalio.service import RPCError
+
+    try:
+        return workflow(address, fleet_dir, task)[0]["state"] == "waiting"
+    except RPCError:
+        return False
+
+
+def implementer_iterations(record: dict) -> list[int]:
+    return [s["iteration"] for s in record["steps"] if s["role"] == "implementer"]
+
+
+def test_a_fleet_converges_on_two_workers(fleet_dir, agent_script, remote, workers):
+    agent = agent_script(FIXER.replace("COST", "0.01"))
+    needs = {"alpha": 2, "beta": 2, "gamma": 1}
+    path = write_fleet(fleet_dir, agent, needs, marks=True)
+    workers.start("one")
+    workers.start("two")
+
+    done = submit(fleet_dir, path, remote, workers)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all 3 loop(s) converged" in done.stdout
+    for name, need in needs.items():
+        record = run_record(fleet_dir, name)
+        assert record["status"] == "converged", (name, record["stop_detail"])
+        assert record["iterations"] == need
+        assert implementer_iterations(record) == list(range(1, need + 1))
+        assert record["totals"]["cost_usd"] == pytest.approx(sum(s["cost_usd"] for s in record["steps"]))
+        repo = fleet_dir / "repos" / name
+        branch = record["workspace"]["branch"]
+        shown = subprocess.run(
+            ["git", "show", f"{branch}:calc.py"], cwd=repo, capture_output=True, text=True, check=False
+        )
+        assert "return a + b" in shown.stdout  # the run's branch came home
+        pushed = subprocess.run(
+            ["git", "for-each-ref", "refs/loope/"], cwd=remote, capture_output=True, text=True, check=False
+        )
+        assert pushed.stdout.count("refs/loope/") == len(needs)
+        show = loope(repo, "show", record["run_id"])
+        assert show.returncode == 0, show.stderr
+        ledger = (repo / ".loope" / "runs" / record["run_id"] / "ledger.jsonl").read_text().splitlines()
+        assert [json.loads(line)["iteration"] for line in ledger] == list(range(1, need + 1))
+    status, _ = workflow(workers.address, fleet_dir, "beta")
+    assert status["state"] == "converged"
+    assert status["completed"] == 2
+
+
+def test_a_dead_worker_and_coordinator_lose_nothing(fleet_dir, agent_script, remote, workers, marks):
+    agent = agent_script(FIXER.replace("COST", "0.01"))
+    path = write_fleet(fleet_dir, agent, {"solo": 2}, marks=True)
+    first = workers.start("one", env={"FLEET_MARKS": str(marks)})
+    coordinator = submit_in_background(fleet_dir, path, remote, workers)
+    wait_for((marks / "solo-1").exists, "iteration 1's agent to start on the first worker")
+    # The machine dies mid-iteration: the worker, its agent, and the coordinator with them.
+    os.killpg(first.pid, signal.SIGKILL)
+    os.kill(int((marks / "solo-1").read_text()), signal.SIGKILL)
+    os.killpg(coordinator.pid, signal.SIGKILL)
+    coordinator.communicate(timeout=DEADLINE_S)
+    (marks / "hold").unlink()
+    workers.start("two", env={"FLEET_MARKS": str(marks)})
+
+    again = submit(fleet_dir, path, remote, workers)  # the same file: the same fleet, the same workflow
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.startswith("fleet 0001-fleet:"), again.stdout
+    record = run_record(fleet_dir, "solo")
+    assert record["status"] == "converged", record["stop_detail"]
+    assert record["iterations"] == 2
+    assert implementer_iterations(record) == [1, 2]  # the cut iteration ran again, counted once
+    status, events = workflow(workers.address, fleet_dir, "solo")
+    assert status["retried"] >= 1
+    assert len(status["workers"]) == 1  # only the second worker finished iterations
+    assert events.count("EVENT_TYPE_WORKFLOW_EXECUTION_STARTED") == 1
+    fleets = json.loads(loope(fleet_dir, "fleet", "status", "--json").stdout)
+    assert len(fleets) == 1
+
+
+def test_fleet_stop_signals_the_loop(fleet_dir, agent_script, remote, workers, marks):
+    agent = agent_script(FIXER.replace("COST", "0.01"))
+    path = write_fleet(fleet_dir, agent, {"long": 3}, marks=True)
+    workers.start("one", env={"FLEET_MARKS": str(marks)})
+    coordinator = submit_in_background(fleet_dir, path, remote, workers)
+    try:
+        wait_for((marks / "long-1").exists, "iteration 1's agent to start")
+        stopped = loope(fleet_dir, "fleet", "stop", "0001", "--now")
+        assert stopped.returncode == 0, stopped.stderr
+        assert "stop signalled to 1 loop(s)" in stopped.stdout
+        out, _ = coordinator.communicate(timeout=DEADLINE_S)
+    finally:
+        if coordinator.poll() is None:
+            os.killpg(coordinator.pid, signal.SIGKILL)
+    assert coordinator.returncode == 1, out
+    record = run_record(fleet_dir, "long")
+    assert record["status"] == "stopped", record["stop_detail"]
+    assert record["completed"] == 0
+    status, events = workflow(workers.address, fleet_dir, "long")
+    assert status["state"] == "stopped"
+    assert "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED" in events
+    assert "EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED" in events
+
+
+LIMITED = """
+marker = pathlib.Path("../limited-once")
+if not marker.exists():
+    marker.write_text("")
+    print(json.dumps({"type": "limit", "reset_at": int(__import__("time").time()) + 4}))
+    sys.exit(1)
+pathlib.Path("calc.py").write_text("def add(a, b):\\n    return a + b\\n")
+print("fixed")
+"""
+
+
+def test_a_usage_limit_is_a_durable_timer_that_survives_a_worker_restart(
+    fleet_dir, agent_script, remote, workers, tmp_path
+):
+    path = write_fleet(fleet_dir, agent_script(LIMITED), {"quota": 1}, marks=True)
+    first = workers.start("one")
+    coordinator = submit_in_background(fleet_dir, path, remote, workers)
+    try:
+        wait_for(lambda: waiting(workers.address, fleet_dir, "quota"), "the loop to wait for the limit's reset")
+        status, events = workflow(workers.address, fleet_dir, "quota")
+        assert status["waiting_until"] is not None
+        assert "EVENT_TYPE_TIMER_STARTED" in events  # a durable timer, not an activity holding a slot
+        assert events.count("EVENT_TYPE_ACTIVITY_TASK_COMPLETED") == 1
+        os.killpg(first.pid, signal.SIGKILL)  # no worker while the quota resets
+        first.wait(30)
+        workers.start("two")
+        out, _ = coordinator.communicate(timeout=DEADLINE_S)
+    finally:
+        if coordinator.poll() is None:
+            os.killpg(coordinator.pid, signal.SIGKILL)
+    assert coordinator.returncode == 0, out
+    record = run_record(fleet_dir, "quota")
+    assert record["status"] == "converged", record["stop_detail"]
+    assert record["iterations"] == 1
+    assert len(record["discarded_steps"]) == 1  # the limited attempt: set aside, its spend kept
+    _, events = workflow(workers.address, fleet_dir, "quota")
+    assert "EVENT_TYPE_TIMER_FIRED" in events
+
+
+def test_temporal_options_without_temporal_are_refused(fleet_dir, agent_script, remote):
+    path = write_fleet(fleet_dir, agent_script("print('x')"), {"a": 1})
+    done = loope(fleet_dir, "fleet", str(path), "--remote", str(remote))
+    assert done.returncode == 2
+    assert "--remote needs --temporal" in done.stderr
+    missing = loope(fleet_dir, "fleet", str(path), "--temporal", "127.0.0.1:1")
+    assert missing.returncode == 2
+    assert "--temporal needs --remote" in missing.stderr
+
+
+def test_an_unreachable_server_is_one_clear_line(fleet_dir, agent_script, remote):
+    path = write_fleet(fleet_dir, agent_script("print('x')"), {"a": 1})
+    done = loope(fleet_dir, "fleet", str(path), "--temporal", f"127.0.0.1:{free_port()}", "--remote", str(remote))
+    assert done.returncode == 2, done.stderr
+    assert "cannot reach Temporal at" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (fleet_dir / "repos" / "a" / ".loope" / "runs").exists()
