@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loope.engine.state import RunnerLock
 from loope.errors import LoopeError
 from loope.fleet import transport
 from loope.fleet.orders import LoopOrder, LoopStatus
@@ -62,6 +63,8 @@ class TemporalCoordinator(Coordinator):
     bridge: Bridge | None = None
     project: Path = field(default_factory=Path.cwd)
     _synced: dict[str, str] = field(default_factory=dict, init=False)
+    _locks: dict[str, RunnerLock] = field(default_factory=dict, init=False)
+    """The runs this process follows hold their lock here, so they read as alive and no one else runs them."""
 
     def __post_init__(self) -> None:
         self.poll_s = POLL_S
@@ -88,7 +91,7 @@ class TemporalCoordinator(Coordinator):
         spec = spec.model_copy(update=update)
         key = workflow_key(self.project, self.fleet_id, task.name)
         try:
-            run_id, sub, ref = _prepare(spec, settings.remote, key)
+            run_id, sub, ref, self._locks[task.name] = _prepare(spec, settings.remote, key)
             order = LoopOrder(
                 key=key,
                 run_id=run_id,
@@ -118,23 +121,30 @@ class TemporalCoordinator(Coordinator):
 
     def _poll(self) -> None:
         for row in self.store.fleet_tasks(self.fleet_id):
+            name = row["name"]
             if row["status"] != "running" or not row["run_id"]:
                 continue
-            status = self._bridge.status(workflow_key(self.project, self.fleet_id, row["name"]))
+            rundir = Path(row["workdir"]) / RUNS / row["run_id"]
+            if name not in self._locks:  # followed again after the coordinator died
+                lock = RunnerLock(rundir / "runner.lock")
+                if not lock.acquire():
+                    continue  # another coordinator follows this loop
+                self._locks[name] = lock
+            status = self._bridge.status(workflow_key(self.project, self.fleet_id, name))
             if status is None:
                 continue
-            rundir = Path(row["workdir"]) / RUNS / row["run_id"]
             ended = status.state not in OPEN
-            if status.records and status.records != self._synced.get(row["name"]):
+            if status.records and status.records != self._synced.get(name):
                 bring_home(rundir, self._settings.remote, status.records)
-                self._synced[row["name"]] = status.records
+                self._synced[name] = status.records
             conclude(rundir, status, ended=ended)
             if ended:
-                self.store.update_fleet_task(self.fleet_id, row["name"], status=status.state)
+                self.store.update_fleet_task(self.fleet_id, name, status=status.state)
+                self._locks.pop(name).release()
 
 
-def _prepare(spec: Any, remote: str, key: str) -> tuple[str, str, str]:
-    """Prepare the run here and push it; (run id, workdir below the repository's top, records ref)."""
+def _prepare(spec: Any, remote: str, key: str) -> tuple[str, str, str, RunnerLock]:
+    """Prepare the run here and push it; (run id, workdir below the repository's top, records ref, its lock)."""
     from loope.engine.loop import Engine
     from loope.engine.roster import Services
     from loope.store.db import Store
@@ -143,11 +153,14 @@ def _prepare(spec: Any, remote: str, key: str) -> tuple[str, str, str]:
     repo, sub = transport.repo_of(spec.workdir)
     engine = Engine(spec, Services(observers=[StoreObserver(Store.for_project(spec.workdir))]))
     run = engine.prepare()
-    engine.lock.release()
     run.workspace.stop_watching()
     ref = transport.records_ref(key, 0, 1)
-    transport.push(repo, run.rundir.root, remote, ref, key)
-    return run.rundir.run_id, sub, ref
+    try:
+        transport.push(repo, run.rundir.root, remote, ref, key)
+    except LoopeError:
+        engine.lock.release()
+        raise
+    return run.rundir.run_id, sub, ref, engine.lock
 
 
 def bring_home(rundir: Path, remote: str, ref: str) -> None:
