@@ -112,6 +112,34 @@ def test_a_hidden_change_is_still_seen(project, cli, tmp_path, attack, watch_mod
     assert user_files(project) == before
 
 
+@pytest.mark.parametrize("linked", ["in the same step", "in an earlier step"])
+def test_a_write_through_a_hard_link_made_outside_the_workspace_is_seen(project, cli, tmp_path, linked, watch_mode):
+    # inotify watches directories: a write through a name in /tmp (say) raises no event in the tree.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    alias = outside / "alias.py"
+    link = f"ln tests/test_calc.py {alias}\n"
+    write = f"printf '{GUT_TESTS}' > {alias}\n"
+    agent = tmp_path / "linker.sh"
+    if linked == "in the same step":
+        agent.write_text(f"#!/bin/sh\nset -e\n{link}{write}echo 'all tests pass now'\n")
+    else:
+        first = f'if [ "$LOOPE_ITERATION" = 1 ]; then {link.strip()}; echo linked; exit 0; fi\n'
+        agent.write_text(f"#!/bin/sh\nset -e\n{first}{write}echo 'all tests pass now'\n")
+    agent.chmod(0o755)
+    before = user_files(project)
+    flags = ("--max-iters", "2", "--stall-after", "5", "--protect", "tests/**")  # the last --max-iters wins
+    result = run_shell_agent(cli, project, f"exec:{agent}", *flags)
+    run = project.run_json()
+    assert not run["converged"], result.out + result.err
+    assert alias.read_text() == GUT_TESTS.replace("\\n", "\n")  # the write went through
+    writer = 1 if linked == "in the same step" else 2
+    step = next(s for s in run["steps"] if s["role"] == "implementer" and s["iteration"] == writer)
+    assert step["violations"], "the write through the outside link was not seen"
+    assert all(not s["gate_passed"] for s in run["steps"] if s["adapter"] == "gate")
+    assert user_files(project) == before
+
+
 def test_git_rm_and_git_mv_are_ordinary_changes(project, cli, tmp_path, watch_mode) -> None:
     project.write("old.py", "OLD = 1\n")
     project.write("pkg/a.py", "A = 1\n")

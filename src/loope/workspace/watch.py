@@ -3,9 +3,12 @@
 Finding an agent's changes by scanning costs what the repository weighs (git stats every file);
 listening to the kernel costs what the agent touched. Where inotify is unavailable, its watch
 limit is reached or its queue overflows, ``drain`` returns None and the caller scans instead.
-A file given a second name in the tree (a hard link) is reported at every drain from then on, under
-all its names: a write through one name raises no event for the others. (A link made from outside
-the tree raises no event at all; the sandbox leaves an agent no such place.)
+Each file is watched too, by its inode: inotify reports a write to a watched directory's file only
+when it is made through that directory, so a write through another name (a hard link made from
+outside the tree, in /tmp say) would go unseen. An inode's watch sees every write, through any name,
+and every change of its link count. A file with several names in the tree is reported at every
+drain from then on, under all of them. At most ``FILE_WATCHES`` files are watched (a quarter of the
+user's inotify watches): a larger tree is scanned instead.
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ _IN_Q_OVERFLOW = 0x4000
 _IN_IGNORED = 0x8000
 _IN_ISDIR = 0x40000000
 _IN_ONLYDIR = 0x01000000
+_IN_DONT_FOLLOW = 0x02000000
 _IN_NONBLOCK = 0o4000
 _IN_CLOEXEC = 0o2000000
 _MASK = (
     _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE
 ) | _IN_ONLYDIR
+_FILE_MASK = _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_DONT_FOLLOW
 _HEADER = struct.Struct("iIII")
 _SKIP_DIRS = frozenset({".git"})
 
@@ -63,6 +68,17 @@ def _linked(path: Path) -> bool:
     return stat.S_ISREG(info.st_mode) and info.st_nlink > 1
 
 
+def _max_file_watches() -> int:
+    try:
+        limit = int(Path("/proc/sys/fs/inotify/max_user_watches").read_text())
+    except (OSError, ValueError):
+        limit = 8192
+    return min(100_000, limit // 4)
+
+
+FILE_WATCHES = _max_file_watches()
+
+
 class Watcher:
     """Watches every directory under ``root`` that holds files loope tracks, and any created later."""
 
@@ -71,6 +87,8 @@ class Watcher:
         self._lib = _libc()
         self._fd = -1
         self._dirs: dict[int, str] = {}
+        self._files: dict[int, str] = {}
+        """Watched files by their watch (one per inode: the name last seen for it)."""
         self._changed: set[str] = set()
         self._linked: set[str] = set()
         """Files with another hard link: a write through the other name raises no event here."""
@@ -84,6 +102,8 @@ class Watcher:
         self._fd = fd
         for rel in sorted({"", *dirs}):
             self._watch(rel)
+        for rel in list(self._dirs.values()):
+            self._watch_files(rel)
 
     @property
     def active(self) -> bool:
@@ -102,14 +122,42 @@ class Watcher:
             return
         self._dirs[wd] = rel
 
+    def _watch_files(self, rel: str) -> None:
+        """Watch each file directly in directory ``rel``; note those with more than one name."""
+        try:
+            with os.scandir(self.root / rel) as entries:
+                files = [e for e in entries if e.is_file(follow_symlinks=False)]
+        except OSError:
+            return
+        for entry in files:
+            self._watch_file(os.path.join(rel, entry.name) if rel else entry.name)
+
+    def _watch_file(self, rel: str) -> None:
+        if self.broken or self._lib is None:
+            return
+        if len(self._files) >= FILE_WATCHES:
+            self._give_up()  # too many files to watch one by one: scanning is the fallback
+            return
+        wd = self._lib.inotify_add_watch(self._fd, os.fsencode(os.path.join(self.root, rel)), _FILE_MASK)
+        if wd < 0:
+            if ctypes.get_errno() not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                self._give_up()
+            return  # gone already, or a symlink by now: its directory's event reports it
+        self._files[wd] = rel
+        if _linked(self.root / rel):
+            self._linked.add(rel)
+
     def _watch_tree(self, rel: str) -> None:
         """A directory appeared (created or moved in): watch it and everything under it."""
         self._watch(rel)
+        self._watch_files(rel)
         top = self.root / rel
         for current, subdirs, _files in os.walk(top):
             subdirs[:] = [d for d in subdirs if d not in _SKIP_DIRS]
             for name in subdirs:
-                self._watch(os.path.relpath(os.path.join(current, name), self.root))
+                sub = os.path.relpath(os.path.join(current, name), self.root)
+                self._watch(sub)
+                self._watch_files(sub)
 
     def _give_up(self) -> None:
         self.broken = True
@@ -145,6 +193,10 @@ class Watcher:
                 return
             if mask & _IN_IGNORED:
                 self._dirs.pop(wd, None)
+                self._files.pop(wd, None)
+                continue
+            if wd in self._files:
+                self._file_event(self._files[wd], mask)
                 continue
             parent = self._dirs.get(wd)
             if parent is None or not raw:
@@ -154,11 +206,19 @@ class Watcher:
             if name in _SKIP_DIRS:
                 continue
             self._changed.add(rel)
-            if not mask & _IN_ISDIR and mask & (_IN_CREATE | _IN_MOVED_TO) and _linked(self.root / rel):
-                self._linked.update(self._names_of(rel))
             if mask & _IN_ISDIR and mask & (_IN_CREATE | _IN_MOVED_TO):
                 self._watch_tree(rel)
                 self._changed.update(self._files_under(rel))
+            elif mask & (_IN_CREATE | _IN_MOVED_TO):
+                self._watch_file(rel)
+                if _linked(self.root / rel):  # a new name for a file: its other names in the tree too
+                    self._linked.update(self._names_of(rel))
+
+    def _file_event(self, rel: str, mask: int) -> None:
+        """A watched file was written or its link count changed, through whichever of its names."""
+        self._changed.add(rel)
+        if mask & _IN_ATTRIB and _linked(self.root / rel):
+            self._linked.add(rel)
 
     def _names_of(self, rel: str) -> list[str]:
         """Every name the file ``rel`` has in the watched tree (a hard link just made: rare, so a walk is fine)."""
