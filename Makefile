@@ -60,6 +60,7 @@ test: $(STAMP) agents browser sandbox lint typecheck
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/costs.py
+	$(BIN)/python benchmarks/fleet.py
 
 clean:
 	rm -rf $(VENV) $(AGENTS_DIR) .mypy_cache .ruff_cache

@@ -364,3 +364,39 @@ def test_step_files_come_in_pages_and_nothing_outside_the_run_is_served(project,
         code, answer = get(path)
         assert code == 404, path
         assert b"not for the dashboard" not in answer
+
+
+def test_the_runs_page_lists_the_fleets_and_links_their_loops(tmp_path, agent_script, dash):
+    from tests.integration.test_fleet import FIXER, write_fleet
+
+    fleet_dir = tmp_path / "fleet"
+    fleet_dir.mkdir()
+    path = write_fleet(fleet_dir, agent_script(FIXER.replace("COST", "0.01")), {"one": 1, "two": 1})
+    done = subprocess.run(
+        [sys.executable, "-m", "loope", "fleet", str(path), "--plain"],
+        cwd=fleet_dir,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    server = dash.serve(fleet_dir, "--project", str(fleet_dir / "repos" / "one"))
+    code, body = get(f"{server.url}api/runs")
+    assert code == 200
+    (fleet,) = json.loads(body)["fleets"]
+    assert (fleet["fleet_id"], fleet["status"], fleet["on"]) == ("0001-fleet", "converged", "this machine")
+    one, two = fleet["loops"]
+    assert one["url"] == f"/runs/1/{one['loop_id']}"  # its workdir is a project the dashboard shows
+    assert two["url"] is None  # not shown here: no link to follow
+    browser = dash.browser
+    browser.get(server.url)
+    until(browser, lambda d: d.find_elements("css selector", '#fleets tr[data-fleet="0001-fleet"]'), "the fleet")
+    link = browser.find_element("css selector", '#fleets tr[data-task="one"] a')
+    assert link.text == one["loop_id"]
+    link.click()
+    until(
+        browser,
+        lambda d: one["loop_id"] in d.title or d.find_elements("css selector", "body[data-run]"),
+        "the run page",
+    )

@@ -203,6 +203,11 @@ def test_a_fleet_converges_on_two_workers(fleet_dir, agent_script, remote, worke
     status, _ = workflow(workers.address, fleet_dir, "beta")
     assert status["state"] == "converged"
     assert status["completed"] == 2
+    from loope.mcp.actions import list_loops
+
+    (fleet,) = list_loops(fleet_dir, every=False)["fleets"]  # what the MCP tool loope_list answers
+    assert (fleet["status"], fleet["on"]) == ("converged", workers.address)
+    assert [(loop["task"], loop["status"]) for loop in fleet["loops"]] == [(n, "converged") for n in needs]
 
 
 def test_a_dead_worker_and_coordinator_lose_nothing(fleet_dir, agent_script, remote, workers, marks):

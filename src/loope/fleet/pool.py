@@ -322,3 +322,35 @@ def resume_dead(store: FleetStore, fleet_id: str) -> list[str]:
         store.update_fleet_task(fleet_id, task.name, status="running")
         restarted.append(task.name)
     return restarted
+
+
+def recent_fleets(project: Path, limit: int = 10) -> list[dict[str, Any]]:
+    """The project's most recent fleets, each with where it runs and its loops' statuses (none without a store)."""
+    from loope.workspace.loopedir import LOOPE_DIR
+
+    path = project / LOOPE_DIR / "loope.db"
+    if not path.is_file():
+        return []
+    store = FleetStore(path)
+    found = []
+    for row in store.fleets()[:limit]:
+        view = fleet_view(store, row["id"])
+        found.append(
+            {
+                "fleet_id": view.fleet_id,
+                "status": view.status,
+                "on": json.loads(row["temporal"])["address"] if row.get("temporal") else "this machine",
+                "cost_usd": round(view.spent, 4),
+                "loops": [
+                    {
+                        "task": t.name,
+                        "workdir": t.workdir,
+                        "loop_id": t.run_id,
+                        "status": t.status,
+                        "iteration": t.iteration,
+                    }
+                    for t in view.tasks
+                ],
+            }
+        )
+    return found

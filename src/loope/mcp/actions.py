@@ -23,6 +23,8 @@ LIST_LIMIT = 50
 RECENT_S = 24 * 3600
 """A plain ``loope_list`` shows the loops that finished within this long, beside the running ones."""
 RECENT_LIMIT = 10
+FLEET_LIMIT = 10
+"""Fleets ``loope_list`` reports, the most recent first."""
 DIFF_LIMIT = 200_000
 """Characters of diff returned by ``loope_show``: enough for a review, not a flood for the caller's context."""
 STATE_CHARS = 600
@@ -204,7 +206,17 @@ def list_loops(workdir: Path, *, every: bool) -> dict[str, Any]:
         loops.append(_summary_line(record, rundir.root))
         if len(loops) == LIST_LIMIT:
             break
-    return {"count": len(loops), "loops": loops}
+    fleets = _fleets(workdir)
+    return {"count": len(loops), "loops": loops, **({"fleets": fleets} if fleets else {})}
+
+
+def _fleets(workdir: Path) -> list[dict[str, Any]]:
+    from loope.fleet.pool import recent_fleets
+
+    return [
+        {**fleet, "loops": [_compact({k: v for k, v in loop.items() if k != "workdir"}) for loop in fleet["loops"]]}
+        for fleet in recent_fleets(workdir, FLEET_LIMIT)
+    ]
 
 
 def _recent(stamp: Any) -> bool:

@@ -79,7 +79,7 @@ TOOLS: tuple[ToolDef, ...] = (
         "loope_list",
         "List loops",
         "The project's running loops and those that finished in the last day, newest first "
-        "(all=true: the 50 most recent).",
+        "(all=true: the 50 most recent), and its fleets (`loope fleet`) with their loops' statuses.",
         ListArgs,
         lambda args, workdir: actions.list_loops(workdir, every=args.all),
         read_only=True,

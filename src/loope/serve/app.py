@@ -63,7 +63,13 @@ class Dashboard:
         return response
 
     def list_runs(self, request: Request) -> Response:
-        return JSONResponse({"runs": data.runs(self.projects), "projects": [str(p.root) for p in self.projects]})
+        return JSONResponse(
+            {
+                "runs": data.runs(self.projects),
+                "fleets": data.fleets(self.projects),
+                "projects": [str(p.root) for p in self.projects],
+            }
+        )
 
     def run(self, request: Request) -> Response:
         found = self._run(request)

@@ -69,10 +69,30 @@ def runs(all_projects: list[Project]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: str(row.get("started_at") or ""), reverse=True)
 
 
+def fleets(all_projects: list[Project]) -> list[dict[str, Any]]:
+    """Every project's recent fleets; a loop links to its run when its workdir is one of the projects shown."""
+    from loope.fleet.pool import recent_fleets
+
+    shown = {str(p.root.resolve()): p for p in all_projects}
+    found = []
+    for project in all_projects:
+        for fleet in recent_fleets(project.root):
+            for loop in fleet["loops"]:
+                home = shown.get(str(Path(loop.pop("workdir")).resolve()))
+                loop["url"] = f"/runs/{home.key}/{loop['loop_id']}" if home and loop["loop_id"] else None
+            found.append({"project": project.key, "project_dir": str(project.root), **fleet})
+    return found
+
+
 def runs_stamp(all_projects: list[Project]) -> tuple[Any, ...]:
     """Changes whenever a run starts, moves on or ends (cheap: directory listings and file stats)."""
     stamp: list[Any] = []
     for project in all_projects:
+        for name in ("loope.db", "loope.db-wal"):  # fleets move on in the store
+            try:
+                stamp.append((name, os.stat(project.root / ".loope" / name).st_mtime_ns))
+            except OSError:
+                stamp.append((name, None))
         for rundir in list_runs(project.root):
             try:
                 stamp.append((rundir.run_id, os.stat(rundir / "run.json").st_mtime_ns))

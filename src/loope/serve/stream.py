@@ -47,7 +47,7 @@ async def runs_events(request: Request, projects: list[data.Project]) -> AsyncIt
         if stamp == last[0]:
             return []
         last[0] = stamp
-        return [message({"runs": data.runs(projects)}, event="runs")]
+        return [message({"runs": data.runs(projects), "fleets": data.fleets(projects)}, event="runs")]
 
     async for chunk in _polled(request, news):
         yield chunk

@@ -54,7 +54,23 @@ function connected(source) {
 
 // -- the runs list --------------------------------------------------------------------------------
 
-function drawRuns(runs) {
+function drawFleets(fleets) {
+  if (!fleets || !fleets.length) return [];
+  const rows = fleets.flatMap((f) => [
+    el("tr", { class: "fleet", "data-fleet": f.fleet_id },
+      el("td", {}, f.fleet_id), el("td", { class: "muted" }, f.on), el("td", {}, status(f.status)),
+      el("td", { class: "num" }, money(f.cost_usd)), el("td", {}, f.loops.length + " loop(s)")),
+    ...f.loops.map((l) =>
+      el("tr", { class: "fleet-loop", "data-task": l.task },
+        el("td", {}, "· " + l.task), el("td", {}, l.url ? el("a", { href: l.url }, l.loop_id) : (l.loop_id || "")),
+        el("td", {}, status(l.status)), el("td", { class: "num iterations" }, String(l.iteration)), el("td", {}, ""))),
+  ]);
+  return [el("h1", {}, "Fleets"), el("table", { id: "fleets" },
+    el("thead", {}, el("tr", {}, ["fleet", "on", "status", "cost", "loops"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows))];
+}
+
+function drawRuns(runs, fleets) {
   const rows = runs.map((r) =>
     el("tr", { "data-run": r.id, "data-project": r.project },
       el("td", {}, el("a", { href: r.url }, r.id)),
@@ -66,6 +82,7 @@ function drawRuns(runs) {
       el("td", { class: "muted" }, age(r.started_at)),
       el("td", {}, r.live ? el("span", { class: "live-dot", title: "running" }, "●") : "")));
   app.replaceChildren(
+    ...drawFleets(fleets),
     el("h1", {}, "Runs"),
     runs.length ? el("table", { id: "runs" },
       el("thead", {}, el("tr", {}, ["run", "project", "goal", "status", "iterations", "cost", "started", "live"].map((h) => el("th", {}, h)))),
@@ -74,10 +91,10 @@ function drawRuns(runs) {
 }
 
 function runsPage() {
-  getJSON("/api/runs").then((d) => drawRuns(d.runs));
+  getJSON("/api/runs").then((d) => drawRuns(d.runs, d.fleets));
   const source = new EventSource("/api/events");
   connected(source);
-  source.addEventListener("runs", (e) => drawRuns(JSON.parse(e.data).runs));
+  source.addEventListener("runs", (e) => { const d = JSON.parse(e.data); drawRuns(d.runs, d.fleets); });
 }
 
 // -- one run ----------------------------------------------------------------------------------------
