@@ -5,11 +5,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 AGENTS_DIR ?= .cache/agents
-AGENTS_STAMP := $(AGENTS_DIR)/.installed
 CLAUDE_CODE_VERSION ?= 2.1.332
 CODEX_VERSION ?= 0.171.0
 CLAUDE_ACP_VERSION ?= 0.23.1
 CODEX_ACP_VERSION ?= 0.16.0
+# The stamp names the versions, so changing a pin installs again.
+AGENTS_STAMP := $(AGENTS_DIR)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(CLAUDE_ACP_VERSION)-$(CODEX_ACP_VERSION)
 
 .PHONY: demo test lint typecheck unit agents browser sandbox bench clean
 
@@ -55,8 +56,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src
 
+# Most of the suite waits on subprocesses (agents, git, pytest as the gate): files run on TEST_JOBS workers.
+TEST_JOBS ?= 3
+
 test: $(STAMP) agents browser sandbox lint typecheck
-	LOOPE_AGENTS_DIR=$(abspath $(AGENTS_DIR)) $(BIN)/pytest
+	LOOPE_AGENTS_DIR=$(abspath $(AGENTS_DIR)) $(BIN)/pytest -n $(TEST_JOBS) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/costs.py
