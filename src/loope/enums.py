@@ -36,6 +36,7 @@ class WorkspaceMode(StrEnum):
     WORKTREE = "worktree"
     COPY = "copy"
     IN_PLACE = "in-place"
+    OVERLAY = "overlay"
 
 
 class SandboxMode(StrEnum):

@@ -33,7 +33,17 @@ def _remove(root: Path, run_ids: list[str], *, dry_run: bool) -> int:
             click.echo(f"{run_id}: kept {kept}")
         if store is not None:
             store.delete_run(run_id)
+    _prune_snapshots(root, dry_run=dry_run)
     return 0
+
+
+def _prune_snapshots(root: Path, *, dry_run: bool) -> None:
+    """Overlay workspaces' snapshots that no run left stands on go with the runs."""
+    from loope.workspace.overlay import prune
+
+    for name in prune(root, dry_run=dry_run):
+        short = "+".join(part[:12] for part in name.split("-"))  # a base, or a base and the thin layer above it
+        click.echo(f"snapshot {short}: {'would remove' if dry_run else 'removed'} (no run uses it)")
 
 
 @click.command()
@@ -90,6 +100,7 @@ def gc(older_than: str | None, keep: int | None, statuses: str | None, dry_run: 
         click.echo(f"removed {swept} step cgroup(s) left by runners that died")
     if not chosen:
         click.echo("nothing to remove")
+        _prune_snapshots(root, dry_run=dry_run)
         return 0
     return _remove(root, chosen, dry_run=dry_run)
 

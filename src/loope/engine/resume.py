@@ -30,6 +30,7 @@ def rewind(rundir: RunDir, record: RunRecord) -> Workspace:
     """
     done = record.completed
     workspace = reopen_workspace(record.workspace)
+    workspace.mount()
     kept = [s for s in record.steps if s.iteration <= done]
     moved = _set_aside(rundir, max((s.id for s in kept), default=0))
     record.discarded_steps += _spent([s for s in record.steps if s.iteration > done], moved, rundir, record)

@@ -213,6 +213,12 @@ def plan_run(record: RunRecord, target: Path, *, delete: bool, force: bool) -> t
     ws = record.workspace
     if ws.mode == "in-place" and ws.git_dir:
         git = Git(Path(ws.path), Path(ws.git_dir))
+    elif ws.mode == "overlay" and ws.git_dir:
+        tree = Path(ws.git_dir).parent / "workspace"  # its mount may be gone: the run's git dir has the objects
+        git = Git(tree, Path(ws.git_dir))
+        sub = Path(ws.path).relative_to(tree).as_posix()
+        prefix = "" if sub == "." else f"{sub}/"
+        return git, plan(git, ws.base, ws.head, target, delete=delete, force=force, prefix=prefix)
     elif ws.mode == "worktree" and not Path(ws.path).exists():
         git = Git(Path(record.workdir))  # the worktree was removed; the user's repository has the objects
     else:

@@ -25,7 +25,10 @@ class ChangeFeed(Protocol):
     """Tells which paths changed since the last call."""
 
     def drain(self) -> set[str] | None:
-        """Paths (from the top of the work tree) changed since the last call; None when only a scan can tell."""
+        """Paths (from the top of the work tree) changed since the last call; None when only a scan can tell.
+
+        A path ending in ``/`` is a directory whose every file may have gone (an overlay's opaque directory).
+        """
 
     def close(self) -> None: ...
 
@@ -111,6 +114,9 @@ class ChangeTracker:
         tracked, top = self.tracked, self.git.work_tree
         out: set[str] = set()
         for path in seen:
+            if path.endswith("/"):  # a directory replaced whole (an overlay's opaque one): what it held is gone
+                out.update(p for p in tracked if p.startswith(path) and not os.path.lexists(top / p))
+                continue
             full = top / path
             if any(part in SKIP_DIRS for part in Path(path).parts):
                 continue

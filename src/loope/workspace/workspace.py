@@ -66,7 +66,9 @@ class Workspace:
     ) -> Workspace:
         top = toplevel(workdir)
         chosen = mode or (WorkspaceMode.WORKTREE if top else WorkspaceMode.COPY)
-        if chosen == WorkspaceMode.WORKTREE:
+        if chosen == WorkspaceMode.OVERLAY:
+            ws = cls._overlay(workdir, top, run_dir)
+        elif chosen == WorkspaceMode.WORKTREE:
             if top is None:
                 raise LoopeError(f"{workdir} is not in a git repository; run `git init` there or use --workspace copy")
             ws = cls._worktree(workdir, top, run_dir, branch or f"loope/{run_id}")
@@ -104,6 +106,17 @@ class Workspace:
             git_dir=git_dir,
             run_dir=run_dir,
         )
+
+    @classmethod
+    def _overlay(cls, workdir: Path, top: Path | None, run_dir: Path) -> Workspace:
+        from loope.workspace import overlay
+
+        if top is None:
+            raise LoopeError(f"{workdir} is not in a git repository; run `git init` there or use --workspace copy")
+        tree, git_dir, base = overlay.create(workdir, top, run_dir)
+        path = tree / workdir.resolve().relative_to(top.resolve())
+        ensure_loope_dir(path)
+        return cls(WorkspaceMode.OVERLAY, path, _confined(tree, git_dir), base, base, git_dir=git_dir, run_dir=run_dir)
 
     @classmethod
     def _copy(cls, workdir: Path, top: Path | None, run_dir: Path) -> Workspace:
@@ -183,14 +196,30 @@ class Workspace:
         whose notifications cannot be trusted.
         """
         tracker = self._changes()
+        if feed is None and self.mode == WorkspaceMode.OVERLAY and self.run_dir is not None:
+            from loope.workspace import overlay
+
+            feed = overlay.feed(self.run_dir)  # the upper layer lists every change, cheaper than inotify
         if feed is None and os.environ.get("LOOPE_WATCH") != "scan":
             watcher = Watcher(self.git.work_tree, tracker.watch_dirs())
             feed = watcher if watcher.active else None
         tracker.feed = feed
 
     def stop_watching(self) -> None:
+        """Done with the tree: stop listening (and an overlay's mount goes, its upper layer stays)."""
         if self.tracker is not None:
             self.tracker.close()
+        if self.mode == WorkspaceMode.OVERLAY and self.run_dir is not None:
+            from loope.workspace import overlay
+
+            overlay.unmount(self.run_dir)
+
+    def mount(self) -> None:
+        """Make the tree present again where it is a mount (an overlay's, gone with the runner that made it)."""
+        if self.mode == WorkspaceMode.OVERLAY and self.run_dir is not None:
+            from loope.workspace import overlay
+
+            overlay.mount(self.run_dir)
 
     def _changes(self) -> ChangeTracker:
         if self.tracker is None:

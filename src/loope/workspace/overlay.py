@@ -1,0 +1,159 @@
+"""Overlay workspaces: the project's shared, read-only snapshot under an upper layer of the run's own.
+
+A run starts in the time a mount takes once its snapshot exists (``snapshots.py``), and what it
+changed is exactly its upper layer (``upper.py``). In the run dir:
+
+  workspace/     the merged view, mounted while the runner needs it: agents, checks and loope's git work here
+  upper/         the run's own entries (the lasting record of what it changed); overlay-work/ is overlayfs' scratch
+  shadow.git     the run's commits, borrowing the snapshot store's and the user's objects (theirs stay untouched)
+  overlay.json   which snapshot the run stands on, so ``continue`` and ``resume`` can mount it again
+
+Once mounted, the snapshots are hidden from everything the runner starts, sandboxed or not: an
+agent can neither reach the lower layer nor write to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from loope.errors import LoopeError
+from loope.proc import run_process
+from loope.records.atomic import write_text
+from loope.workspace import overlayfs
+from loope.workspace.git import Git, safe_command, safe_env
+from loope.workspace.loopedir import LOOPE_DIR, ensure_loope_dir
+from loope.workspace.snapshots import SNAPSHOTS_DIR, State, Store
+from loope.workspace.upper import UpperFeed
+
+LAYOUT_FILE = "overlay.json"
+UPPER_DIR = "upper"
+_WORK_DIR = "overlay-work"
+_hidden: dict[str, dict[str, int]] = {}
+"""Per hidden store (this process's view): an O_PATH descriptor for each layer, opened before it was hidden."""
+
+
+def store_of(workdir: Path) -> Store:
+    return Store(workdir / LOOPE_DIR / SNAPSHOTS_DIR)
+
+
+def probe(workdir: Path) -> overlayfs.Probe:
+    """Whether overlay workspaces work for ``workdir`` on this machine (asked once, then cached)."""
+    return overlayfs.probe(ensure_loope_dir(workdir))
+
+
+def create(workdir: Path, top: Path, run_dir: Path) -> tuple[Path, Path, str]:
+    """Make ``run_dir``'s overlay workspace over the user's current state: its tree, git dir and base commit."""
+    found = probe(workdir)
+    if not found.works:
+        raise LoopeError(f"--workspace overlay does not work here ({found.reason}); use --workspace worktree")
+    store = store_of(workdir)
+    git_dir, tree = run_dir / "shadow.git", run_dir / "workspace"
+    run_process(safe_command("init", "-q", "--bare", str(git_dir)), cwd=run_dir, env=safe_env(), capture=True)
+    with store.lock(shared=True):  # ``gc`` sees this run's layers as used from before they exist
+        state = store.state(top)
+        write_text(run_dir / LAYOUT_FILE, json.dumps({"workdir": str(workdir), **vars(state)}, indent=2) + "\n")
+        # The layers' index: its stat data matches the merged view, so `git status` there reads no file.
+        shutil.copyfile(store.snapshot(state), git_dir / "index")
+        _mount(run_dir, workdir, state)
+    try:
+        alternates = f"{store.objects().absolute()}\n{store.user_objects()}\n"
+        write_text(git_dir / "objects" / "info" / "alternates", alternates)
+        git = Git(tree, git_dir)
+        git.run("config", "core.bare", "false")
+        parents = ["-p", state.head] if state.head else []
+        base = git.out("commit-tree", state.tree, *parents, "-m", "loope: the workdir as the run started")
+        git.run("update-ref", "HEAD", base)
+        write_text(tree / ".git", f"gitdir: {git_dir.absolute()}\n")
+    except BaseException:
+        unmount(run_dir)
+        raise
+    return tree, git_dir, base
+
+
+def mount(run_dir: Path) -> None:
+    """Mount ``run_dir``'s workspace (again): its snapshot, made anew if it was removed, under its upper layer."""
+    tree = run_dir / "workspace"
+    if overlayfs.is_mounted(tree):
+        return
+    try:
+        layout = json.loads((run_dir / LAYOUT_FILE).read_text(encoding="utf-8"))
+        workdir = Path(layout["workdir"])
+        state = State(layout["head"], layout["head_tree"], layout["tree"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LoopeError(f"{run_dir / LAYOUT_FILE} is missing or damaged ({exc}); the run cannot be mounted") from None
+    with store_of(workdir).lock(shared=True):
+        _mount(run_dir, workdir, state)
+
+
+def _mount(run_dir: Path, workdir: Path, state: State) -> None:
+    store = store_of(workdir)
+    overlayfs.enter()  # first: a layer must be opened from inside the namespace to be mounted there
+    held = _hidden.setdefault(str(store.root), {})
+    hide = not held
+    if hide:
+        store.snapshot(state)  # made again if ``gc`` removed it: it is named by its trees
+    layers = [_held(store, held, name) for name in state.layers]
+    tree, upper, work = run_dir / "workspace", run_dir / UPPER_DIR, run_dir / _WORK_DIR
+    for path in (tree, upper, work):
+        path.mkdir(exist_ok=True)
+    shutil.rmtree(work / "work", ignore_errors=True)  # a killed runner's scratch: overlayfs wants it empty
+    overlayfs.mount(layers, upper, work, tree)
+    if hide:
+        overlayfs.hide(store.root)
+
+
+def _held(store: Store, held: dict[str, int], name: str) -> Path:
+    """A path to the layer ``name`` that still reaches it once the store is hidden from this process."""
+    if name not in held:
+        if _hidden_here(store):
+            raise LoopeError(f"snapshot {name} was made after this process hid the store; mount it from a new process")
+        held[name] = os.open(store.layer(name), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    return Path(f"/proc/self/fd/{held[name]}")
+
+
+def _hidden_here(store: Store) -> bool:
+    return overlayfs.is_mounted(store.root, fstype="tmpfs")
+
+
+def feed(run_dir: Path) -> UpperFeed:
+    """The change feed of ``run_dir``'s workspace: its upper layer."""
+    return UpperFeed(run_dir / UPPER_DIR, overlayfs.enter().xattr_prefix)
+
+
+def unmount(run_dir: Path) -> None:
+    """Take ``run_dir``'s mount away; with the last one, the store is shown again (to a later run here)."""
+    overlayfs.unmount(run_dir / "workspace")
+    for root, held in list(_hidden.items()):
+        if not overlayfs.mounted_overlays():
+            overlayfs.unmount(Path(root), fstype="tmpfs")
+            for fd in held.values():
+                os.close(fd)
+            del _hidden[root]
+
+
+def prune(workdir: Path, *, dry_run: bool) -> list[str]:
+    """Remove the snapshots no run under ``workdir`` stands on; their names."""
+    store = store_of(workdir)
+    if not store.root.is_dir():
+        return []
+    with store.lock(shared=False):
+        used = _in_use(workdir / LOOPE_DIR / "runs")
+        unused = [name for name in store.names() if name not in used]
+        if not dry_run:
+            for name in unused:
+                store.remove(name)
+    return unused
+
+
+def _in_use(runs_root: Path) -> set[str]:
+    used: set[str] = set()
+    for layout in runs_root.glob(f"*/{LAYOUT_FILE}"):
+        try:
+            data = json.loads(layout.read_text(encoding="utf-8"))
+            used.update(State(data["head"], data["head_tree"], data["tree"]).layers)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return used

@@ -1,0 +1,163 @@
+"""Overlay workspaces: a shared read-only snapshot under each run's own upper layer, mounted by loope.
+
+Every run here is a real ``loope`` process (it enters a mount namespace of its own, which a test
+process must not), with real git, real mounts and real pytest as the gate. After each, the user's
+tree and ``.git`` are compared byte for byte with how they were, and no mount is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.helpers.attacks import shell_implementer
+from tests.helpers.overlay import LOOPE, dirty, layers, loope, our_mounts, run_args
+from tests.helpers.tree_snapshot import snapshot
+
+__all__ = ["loope"]  # a fixture
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+# Edits, deletes, renames, replaces a whole directory, adds one, and commits in the workspace.
+RESHAPE = """
+set -e
+printf 'def add(a, b):\\n    return a + b\\n' > calc.py
+rm untracked.txt
+mkdir -p docs && mv README.md docs/README.md
+rm -rf tests && mkdir tests
+printf 'from calc import add\\n\\n\\ndef test_add():\\n    assert add(2, 3) == 5\\n' > tests/test_calc.py
+mkdir -p pkg/sub && echo new > pkg/sub/new.txt
+git add -A >/dev/null 2>&1 && git commit -qm "the agent's own commit" >/dev/null 2>&1 || true
+echo "readme: $(cat docs/README.md | tr '\\n' '|')"
+"""
+
+
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+def test_a_run_that_edits_deletes_renames_and_commits_leaves_the_users_tree_and_git_byte_identical(
+    project, tmp_path, loope, sandbox
+):
+    dirty(project)
+    before = snapshot(project.path, skip=(".loope",))
+    done = loope(*run_args(shell_implementer(tmp_path / "agents", RESHAPE), "--sandbox", sandbox), cwd=project.path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert snapshot(project.path, skip=(".loope",)) == before
+    assert our_mounts(project.path) == []
+    run = project.runs()[-1]
+    record = json.loads((run / "run.json").read_text())
+    assert record["workspace"]["mode"] == "overlay"
+    changes = {c["path"]: c["status"] for c in record["changes"]["files"]}
+    assert changes == {
+        "calc.py": "modified",
+        "untracked.txt": "deleted",
+        "README.md": "deleted",
+        "docs/README.md": "added",
+        "tests/test_calc.py": "modified",
+        "pkg/sub/new.txt": "added",
+    }
+    message = (run / "agents" / "01-implementer-exec" / "result.md").read_text()
+    assert "readme: committed|and an uncommitted line|" in message  # what the user saw, uncommitted included
+    assert (run / "upper" / "pkg" / "sub" / "new.txt").read_text() == "new\n"  # the run's own layer holds it
+    assert "debug.log" not in (run / "changes.diff").read_text()
+    shown = loope("show", run.name, "--diff", cwd=project.path)  # the mount is gone: the record still is
+    assert shown.returncode == 0
+    assert "+    return a + b" in shown.stdout
+
+
+def test_runs_from_one_state_share_its_snapshot_which_no_run_alters_and_gc_removes_it_once_unused(
+    project, tmp_path, loope
+):
+    dirty(project)
+    agent = shell_implementer(tmp_path / "agents", RESHAPE)
+    assert loope(*run_args(agent, "--max-iters", "1"), cwd=project.path).returncode == 0
+    made = sorted(p.name for p in layers(project).iterdir())
+    assert len(made) == 2  # the committed tree, and the thin layer of the user's uncommitted files
+    pictures = {name: snapshot(layers(project) / name) for name in made}
+    assert loope(*run_args(agent, "--max-iters", "1"), cwd=project.path).returncode == 0
+    assert sorted(p.name for p in layers(project).iterdir()) == made
+    assert {name: snapshot(layers(project) / name) for name in made} == pictures
+    project.write("untracked.txt", "changed by the user since\n")
+    assert loope(*run_args(agent, "--max-iters", "1"), cwd=project.path).returncode == 0
+    now = sorted(p.name for p in layers(project).iterdir())
+    assert len(now) == 3  # a new thin layer over the same committed tree
+    assert set(made) < set(now)
+    first, second, third = (r.name for r in project.runs())
+    removed = loope("rm", first, cwd=project.path)
+    assert removed.returncode == 0
+    assert "snapshot" not in removed.stdout  # the second run still stands on it
+    removed = loope("rm", second, third, cwd=project.path)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.count("snapshot ") == 3
+    assert not any(layers(project).iterdir())
+
+
+def test_continue_mounts_the_run_again_over_its_upper_layer(project, tmp_path, loope):
+    # First iteration: a file and no fix (the gate fails); then, seeing that file again, the fix.
+    steps = "if test -f first.txt; then printf 'def add(a, b):\\n    return a + b\\n' > calc.py; "
+    steps += "else printf 'x = 1\\n' > first.txt; fi\necho step\n"
+    first = loope(*run_args(shell_implementer(tmp_path / "a", steps), "--max-iters", "1"), cwd=project.path)
+    assert first.returncode == 1, first.stdout + first.stderr
+    run = project.runs()[-1]
+    more = loope("continue", run.name, "--max-iters", "1", cwd=project.path)
+    assert more.returncode == 0, more.stdout + more.stderr
+    record = json.loads((run / "run.json").read_text())
+    assert (record["iterations"], record["status"]) == (2, "converged")
+    assert {c["path"] for c in record["changes"]["files"]} == {"calc.py", "first.txt"}
+    assert our_mounts(project.path) == []
+    applied = loope("apply", run.name, cwd=project.path)
+    assert applied.returncode == 0, applied.stderr
+    assert (project.read("first.txt"), project.read("calc.py")) == ("x = 1\n", "def add(a, b):\n    return a + b\n")
+
+
+def test_a_killed_runner_leaves_no_mount_and_resume_takes_over(project, tmp_path, loope):
+    # The first runner's agent edits, then hangs; the resumed one's agent fixes.
+    steps = 'if [ -n "$HANG" ]; then echo edited > edited.txt; sleep 300; fi\n'
+    steps += "printf 'def add(a, b):\\n    return a + b\\n' > calc.py\n"
+    agent = shell_implementer(tmp_path / "agents", steps)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "HANG": "1"}
+    runner = subprocess.Popen(
+        [*LOOPE, *run_args(agent, "--max-iters", "1", "--sandbox", "on")], cwd=project.path, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    edited = project.path / ".loope" / "runs" / "0001-fix-add" / "upper" / "edited.txt"
+    for _ in range(1200):
+        if edited.exists() or runner.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert edited.exists()
+    runner.send_signal(signal.SIGKILL)
+    runner.wait()
+    assert our_mounts(project.path) == []
+    run = project.runs()[-1]
+    resumed = loope("resume", run.name, cwd=project.path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    record = json.loads((run / "run.json").read_text())
+    assert record["status"] == "converged"
+    assert {c["path"] for c in record["changes"]["files"]} == {"calc.py"}  # the cut-short change was discarded
+    assert our_mounts(project.path) == []
+
+
+def test_where_the_overlay_cannot_work_the_run_says_so_in_one_line_and_leaves_nothing(project, tmp_path, loope):
+    # A sandbox with no capabilities and no user namespaces: no mount namespace can be made in it.
+    jail = ("bwrap", "--bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-user", "--disable-userns",
+            "--cap-drop", "ALL", "--")  # fmt: skip
+    before = snapshot(project.path)
+    done = loope(*run_args(shell_implementer(tmp_path / "a", "echo hi\n")), cwd=project.path, prefix=jail)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "--workspace overlay does not work here" in line
+    assert "--workspace worktree" in line
+    assert project.runs() == []
+    assert {k: v for k, v in snapshot(project.path).items() if not k.startswith(".loope")} == {
+        k: v for k, v in before.items() if not k.startswith(".loope")
+    }
+    cached = json.loads((tmp_path / "cache" / "loope" / "overlay-probe.json").read_text())
+    assert [entry["works"] for entry in cached.values()] == [False]
+    fine = loope(*run_args(shell_implementer(tmp_path / "b", "echo hi\n"), "--max-iters", "1"), cwd=project.path)
+    assert fine.returncode == 1, fine.stderr  # outside the jail it works (another probe key): the gate fails
+    assert len(project.runs()) == 1
