@@ -79,7 +79,7 @@ class LoopSpec(BaseModel):
     workdir: Path
     """The project directory the run starts from."""
     workspace: WorkspaceMode | None = None
-    """How agents get a tree to edit: a git worktree (default in git), a copy, or the tree itself."""
+    """How agents get a tree to edit: a git worktree (default in git), a copy, the tree itself, or an overlay."""
     branch: str | None = None
     """The run branch in worktree mode (default ``loope/<run-id>``)."""
 

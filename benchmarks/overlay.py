@@ -1,0 +1,161 @@
+"""Overlay workspaces against the floor: every row measured in this one run, samples interleaved.
+
+  mount methods   over a 20k-file snapshot: the kernel's overlayfs (in a mount namespace, as loope
+                  mounts it) vs fuse-overlayfs (when installed) vs a plain checkout; `git status`,
+                  and a gate (pytest collecting over the tree, then every file read)
+  run start       `loope run --dry-run --workspace overlay` at 2k and 20k files vs `git worktree add`
+                  (+ remove) of the same repository: with the snapshot in place, and building it
+  iteration       one overlay iteration on the 20k repository vs one on the 2k repository
+  sharing         four runs from one state: how many snapshots they made
+
+Usage: python benchmarks/overlay.py [--files 20000] [--small 2000] [--repeat 3] [--iterations 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from costs import ENV, LOOPE, Table, iteration_times, last_run, make_repo, median, ms, script, sh, timed
+
+GATE_TEST = "import pathlib\n\n\ndef test_files():\n    assert len(list(pathlib.Path('.').glob('d*/f*.txt'))) > 0\n"
+EDIT_AGENT = '#!/bin/sh\necho "iteration $LOOPE_ITERATION $$" >> bench-notes.txt\necho done\n'
+GATE = f"{sys.executable} -m pytest -q -p no:cacheprovider test_gate.py && git ls-files -z | xargs -0 cat > /dev/null"
+
+
+def materialize(repo: Path, root: Path) -> tuple[Path, Path]:
+    """A snapshot of ``repo``'s HEAD as loope makes one: its tree and an index with the tree's stat data."""
+    tree, index = root / "tree", root / "index"
+    tree.mkdir(parents=True)
+    env = {**ENV, "GIT_INDEX_FILE": str(index), "GIT_DIR": str(repo / ".git")}
+    subprocess.run(["git", "read-tree", "HEAD"], env=env, check=True)
+    subprocess.run(["git", f"--work-tree={tree}", "checkout-index", "-a", "-u", "-q"], env=env, check=True)
+    return tree, index
+
+
+def mounted(method: str, snap: tuple[Path, Path], repo: Path, scratch: Path, command: str) -> float:
+    """Mount (``method``), run ``command`` in the merged view, unmount; the whole time."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    upper, work, merged = (scratch / n for n in ("upper", "work", "merged"))
+    for d in (upper, work, merged):
+        d.mkdir(parents=True)
+    shutil.copy(snap[1], scratch / "index")
+    env = {**ENV, "GIT_DIR": str(repo / ".git"), "GIT_INDEX_FILE": str(scratch / "index"), "GIT_WORK_TREE": str(merged)}
+    options = f"lowerdir={snap[0]},upperdir={upper},workdir={work}"
+    if method == "kernel":
+        mount = f"mount -t overlay overlay -o {options},redirect_dir=nofollow,metacopy=off {merged}"
+        inner = f"{mount} && cd {merged} && {command}"
+        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", inner]
+    elif method == "fuse":
+        inner = f"fuse-overlayfs -o {options} {merged} && cd {merged} && {command}; fusermount3 -u {merged}"
+        argv = ["sh", "-c", inner]
+    else:
+        env["GIT_WORK_TREE"] = str(snap[0])
+        argv = ["sh", "-c", f"cd {snap[0]} && {command}"]
+    return timed(argv, scratch, env=env)
+
+
+def bench_mounts(table: Table, big: Path, root: Path, files: int, repeat: int) -> None:
+    (big / "test_gate.py").write_text(GATE_TEST)
+    sh(["git", "add", "test_gate.py"], big)
+    sh(["git", "commit", "-qm", "gate"], big)
+    snap = materialize(big, root / "mount-snapshot")
+    methods = ["plain", "kernel"] + (["fuse"] if shutil.which("fuse-overlayfs") else [])
+    for what, command in (("git status", "git status --porcelain > /dev/null"), ("gate", GATE)):
+        samples: dict[str, list[float]] = {m: [] for m in methods}
+        for _ in range(repeat):
+            for method in methods:
+                samples[method].append(mounted(method, snap, big, root / "mount-run", command))
+        plain, kernel = median(samples["plain"]), median(samples["kernel"])
+        table.add(
+            f"{what}, {files} files: kernel overlay", ms(kernel), f"plain checkout {ms(plain)}", kernel / plain, ""
+        )
+        if "fuse" in samples:
+            fuse = median(samples["fuse"])
+            table.add(
+                f"{what}, {files} files: fuse-overlayfs", ms(fuse), f"kernel overlay {ms(kernel)}", fuse / kernel, ""
+            )
+
+
+def dry_run(repo: Path, agent: Path) -> float:
+    argv = [*LOOPE, "run", "bench", "--dry-run", "--implementer", f"exec:{agent}", "--no-review", "--quiet"]
+    return timed([*argv, "--workspace", "overlay"], repo)
+
+
+def worktree_floor(repo: Path, target: Path) -> float:
+    started = time.perf_counter()
+    sh(["git", "worktree", "add", "-q", "--detach", str(target), "HEAD"], repo)
+    sh(["git", "worktree", "remove", "--force", str(target)], repo)
+    return time.perf_counter() - started
+
+
+def bench_start(table: Table, repos: dict[int, Path], repeat: int) -> None:
+    for files, repo in repos.items():
+        agent = script(repo.parent, "noop.sh", "#!/bin/sh\necho done\n")
+        layers = repo / ".loope" / "snapshots" / "layers"
+        floors, warm, cold = [], [], []
+        for i in range(repeat):
+            floors.append(worktree_floor(repo, repo.parent / f"wt-{files}-{i}"))
+            shutil.rmtree(layers, ignore_errors=True)
+            cold.append(dry_run(repo, agent))
+            warm.append(dry_run(repo, agent))
+        f, c, w = median(floors), median(cold), median(warm)
+        table.add(
+            f"run start, {files} files, snapshot in place", ms(w), f"worktree add + remove {ms(f)}", w / f, "≤ 0.1x"
+        )
+        table.add(f"run start, {files} files, snapshot built", ms(c), f"worktree add + remove {ms(f)}", c / f, "≤ 1.1x")
+
+
+def bench_iterations(table: Table, repos: dict[int, Path], n: int, repeat: int) -> None:
+    (small_files, small), (big_files, big) = sorted(repos.items())
+    per: dict[int, list[float]] = {small_files: [], big_files: []}
+    for _ in range(repeat):
+        for files, repo in ((small_files, small), (big_files, big)):
+            agent = script(repo.parent, "edit.sh", EDIT_AGENT)
+            argv = [*LOOPE, "run", "bench", "--implementer", f"exec:{agent}", "--no-review", "--quiet"]
+            timed(
+                [*argv, "--workspace", "overlay", "--max-iters", str(n), "--stall-after", str(n + 1)], repo, ok=(0, 1)
+            )
+            per[files].append(median(iteration_times(last_run(repo))))
+    s, b = median(per[small_files]), median(per[big_files])
+    table.add(f"one overlay iteration, {big_files} vs {small_files} files", ms(b), ms(s), b / s, "≤ 1.1x")
+
+
+def bench_sharing(table: Table, repo: Path) -> None:
+    agent = script(repo.parent, "noop.sh", "#!/bin/sh\necho done\n")
+    layers = repo / ".loope" / "snapshots" / "layers"
+    shutil.rmtree(layers, ignore_errors=True)
+    for _ in range(4):
+        dry_run(repo, agent)
+    made = len([p for p in layers.iterdir() if not p.name.startswith(".")])
+    table.add("four runs from one state", f"{made} snapshot(s)", "1 snapshot", made / 1, "= 1")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--small", type=int, default=2_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--iterations", type=int, default=10)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="loope-overlay-bench-"))
+    table = Table()
+    try:
+        print(f"generating repositories of {args.files} and {args.small} files …", flush=True)
+        repos = {args.small: make_repo(root, args.small), args.files: make_repo(root, args.files)}
+        bench_mounts(table, repos[args.files], root, args.files, args.repeat)
+        bench_start(table, repos, args.repeat)
+        bench_iterations(table, repos, args.iterations, args.repeat)
+        bench_sharing(table, repos[args.files])
+        print("\n" + table.render())
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
