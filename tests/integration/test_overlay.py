@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -19,8 +20,9 @@ import pytest
 from tests.helpers.attacks import shell_implementer
 from tests.helpers.overlay import LOOPE, dirty, layers, loope, our_mounts, run_args
 from tests.helpers.tree_snapshot import snapshot
+from tests.integration.test_metric_mode import CHEAP_GATE, METRIC, scored, scoring_agent
 
-__all__ = ["loope"]  # a fixture
+__all__ = ["loope", "scored"]  # fixtures
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -161,3 +163,64 @@ def test_where_the_overlay_cannot_work_the_run_says_so_in_one_line_and_leaves_no
     fine = loope(*run_args(shell_implementer(tmp_path / "b", "echo hi\n"), "--max-iters", "1"), cwd=project.path)
     assert fine.returncode == 1, fine.stderr  # outside the jail it works (another probe key): the gate fails
     assert len(project.runs()) == 1
+
+
+FORKS = """
+import json, sys
+from pathlib import Path
+from loope.enums import WorkspaceMode
+from loope.workspace import overlay
+from loope.workspace.git import Git
+from loope.workspace.workspace import Workspace
+
+project, run_dir = Path(sys.argv[1]), Path(sys.argv[2])
+ws = Workspace.create(project, run_dir, "0001-forks", WorkspaceMode.OVERLAY, None)
+ws.start_watching()
+(ws.path / "calc.py").write_text("kept\\n")
+(ws.path / "tests" / "test_calc.py").unlink()
+assert {c.path for c in ws.commit("kept state")} == {"calc.py", "tests/test_calc.py"}
+admin = Git(ws.git.work_tree, ws.git_dir)
+seen = {}
+for i in (1, 2, 3, 4):
+    tree, _ = overlay.fork(run_dir, run_dir / "candidates" / f"c{i}", admin, ws.head)
+    (tree / "calc.py").write_text(f"candidate {i}\\n")
+    status = Git(tree).run("status", "--porcelain").text
+    seen[i] = {"status": status, "gone": (tree / "tests" / "test_calc.py").exists()}
+seen["run"] = (ws.path / "calc.py").read_text()
+for i in (1, 2, 3, 4):
+    overlay.unmount(run_dir / "candidates" / f"c{i}")
+ws.stop_watching()
+print(json.dumps(seen))
+"""
+
+
+def test_four_candidates_fork_the_kept_state_over_one_snapshot(project, tmp_path):
+    run_dir = project.path / ".loope" / "runs" / "0001-forks"
+    run_dir.mkdir(parents=True)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    argv = [sys.executable, "-c", FORKS, str(project.path), str(run_dir)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    for i in ("1", "2", "3", "4"):
+        assert seen[i] == {"status": " M calc.py\n", "gone": False}  # the kept state, and its own change on top
+    assert seen["run"] == "kept\n"
+    assert len(list(layers(project).iterdir())) == 1
+    assert (run_dir / "candidates" / "c3" / "upper" / "calc.py").read_text() == "candidate 3\n"
+    assert our_mounts(project.path) == []
+
+
+def test_metric_mode_keeps_improvements_and_reverts_the_rest_in_the_merged_view(scored, agent_script, loope):
+    agent = scoring_agent(agent_script, {1: 5, 2: 3, 3: 9})
+    args = ["run", "lower the score", "--implementer", agent, "--no-review", "--verify-cmd", CHEAP_GATE,
+            "--metric-cmd", METRIC, "--direction", "lower", "--editable", "solution.py", "--max-iters", "3",
+            "--workspace", "overlay", "--plain"]  # fmt: skip
+    done = loope(*args, cwd=scored.path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = scored.run_json()
+    assert (record["best"]["score"], record["best"]["iteration"]) == (3, 2)
+    run = scored.runs()[-1]
+    assert (run / "upper" / "solution.py").read_text() == "SCORE = 3\n"  # the reverted attempt left the layer
+    shown = loope("show", run.name, "--diff", cwd=scored.path)
+    assert "+SCORE = 3" in shown.stdout
+    assert our_mounts(scored.path) == []

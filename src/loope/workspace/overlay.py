@@ -118,6 +118,26 @@ def _hidden_here(store: Store) -> bool:
     return overlayfs.is_mounted(store.root, fstype="tmpfs")
 
 
+def fork(run_dir: Path, into: Path, git: Git, head: str) -> tuple[Path, Path]:
+    """A sibling of ``run_dir``'s overlay at ``into`` (a candidate's): the same snapshot, a copy of its upper layer.
+
+    Costs what the run changed so far, never the tree's size. ``git`` is the run's repository (its
+    shadow git dir, without loope's own index): the fork is a worktree of it, so what it commits
+    is the run's to take. The fork's merged view and its git dir; ``unmount(into)`` takes it away.
+    """
+    into.mkdir(parents=True)
+    shutil.copyfile(run_dir / LAYOUT_FILE, into / LAYOUT_FILE)
+    # cp -a keeps what makes an upper layer: whiteouts (devices), opaque directories (xattrs), modes.
+    run_process(["cp", "-a", "--", str(run_dir / UPPER_DIR), str(into / UPPER_DIR)], cwd=into, capture=True)
+    tree = into / "workspace"
+    git.run("worktree", "add", "-q", "-f", "--detach", "--no-checkout", str(tree), head)
+    git_dir = Path(Git(tree).out("rev-parse", "--absolute-git-dir"))
+    shutil.copyfile(git.git_dir / "index" if git.git_dir else git_dir / "index", git_dir / "index")
+    mount(into)
+    write_text(tree / ".git", f"gitdir: {git_dir}\n")
+    return tree, git_dir
+
+
 def feed(run_dir: Path) -> UpperFeed:
     """The change feed of ``run_dir``'s workspace: its upper layer."""
     return UpperFeed(run_dir / UPPER_DIR, overlayfs.enter().xattr_prefix)

@@ -196,10 +196,10 @@ class Workspace:
         whose notifications cannot be trusted.
         """
         tracker = self._changes()
-        if feed is None and self.mode == WorkspaceMode.OVERLAY and self.run_dir is not None:
+        if feed is None and self.mode == WorkspaceMode.OVERLAY:
             from loope.workspace import overlay
 
-            feed = overlay.feed(self.run_dir)  # the upper layer lists every change, cheaper than inotify
+            feed = overlay.feed(self.git.work_tree.parent)  # its upper layer lists every change, no inotify needed
         if feed is None and os.environ.get("LOOPE_WATCH") != "scan":
             watcher = Watcher(self.git.work_tree, tracker.watch_dirs())
             feed = watcher if watcher.active else None
@@ -209,17 +209,17 @@ class Workspace:
         """Done with the tree: stop listening (and an overlay's mount goes, its upper layer stays)."""
         if self.tracker is not None:
             self.tracker.close()
-        if self.mode == WorkspaceMode.OVERLAY and self.run_dir is not None:
+        if self.mode == WorkspaceMode.OVERLAY:
             from loope.workspace import overlay
 
-            overlay.unmount(self.run_dir)
+            overlay.unmount(self.git.work_tree.parent)
 
     def mount(self) -> None:
         """Make the tree present again where it is a mount (an overlay's, gone with the runner that made it)."""
-        if self.mode == WorkspaceMode.OVERLAY and self.run_dir is not None:
+        if self.mode == WorkspaceMode.OVERLAY:
             from loope.workspace import overlay
 
-            overlay.mount(self.run_dir)
+            overlay.mount(self.git.work_tree.parent)
 
     def _changes(self) -> ChangeTracker:
         if self.tracker is None:
