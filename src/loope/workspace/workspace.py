@@ -1,4 +1,4 @@
-"""Where agents work: a git worktree, a tracked copy, or the user's own tree under a shadow git dir.
+"""Where agents work: a git worktree, a tracked copy, the user's own tree under a shadow git dir, or an overlay.
 
 Every mode is git-backed, so snapshots, diffs, keep and revert cost what the change costs, not
 what the repository weighs. None of them touches the user's index, branch or files (in-place
@@ -20,6 +20,7 @@ from loope.records.atomic import write_bytes, write_text
 from loope.records.model import FileChange
 from loope.workspace import safefs
 from loope.workspace.changes import ChangeFeed, ChangeTracker
+from loope.workspace.copying import copy_entry, visible_files
 from loope.workspace.git import Comparison, Git, safe_command, safe_env, toplevel
 from loope.workspace.ignores import FrozenIgnores, collect
 from loope.workspace.loopedir import LOOPE_DIR as LOOPE_DIR  # noqa: PLC0414 - re-exported for older importers
@@ -122,8 +123,8 @@ class Workspace:
     def _copy(cls, workdir: Path, top: Path | None, run_dir: Path) -> Workspace:
         tree = run_dir / "workspace"
         tree.mkdir(parents=True)
-        for rel in _visible_files(workdir, top):
-            _copy_entry(workdir / rel, tree / rel)
+        for rel in visible_files(workdir, top):
+            copy_entry(workdir / rel, tree / rel)
         git_dir = run_dir / "shadow.git"
         run_process(
             safe_command("init", "-q", f"--separate-git-dir={git_dir}", str(tree)),
@@ -395,25 +396,3 @@ def _snapshot(git: Git, index_file: Path) -> str:
         return head
     parents = ["-p", head] if head else []
     return git.out("commit-tree", tree, *parents, "-m", "loope: uncommitted changes as the run started")
-
-
-def _visible_files(workdir: Path, top: Path | None) -> list[str]:
-    """Paths (relative to ``workdir``) of what the user sees: in git, tracked and untracked, not ignored."""
-    if top is not None:
-        listing = Git(workdir).run("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", ".").text
-        return sorted({p for p in listing.split("\0") if p and os.path.lexists(workdir / p)})
-    found: list[str] = []
-    for root, dirs, files in os.walk(workdir):
-        dirs[:] = [d for d in dirs if d not in (LOOPE_DIR, ".git")]
-        rel_root = Path(root).relative_to(workdir)
-        found.extend(str(rel_root / name) for name in files)
-        found.extend(str(rel_root / d) for d in dirs if (Path(root) / d).is_symlink())
-    return sorted(found)
-
-
-def _copy_entry(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    if src.is_symlink():
-        os.symlink(os.readlink(src), dst)
-    else:
-        shutil.copy2(src, dst)
