@@ -21,6 +21,7 @@ import pytest
 
 pytest.importorskip("temporalio")
 
+from tests.conftest import GATE, PYTHON
 from tests.integration.test_control import DEADLINE_S, loope, wait_for
 from tests.integration.test_fleet import FIXER, fleet_dir, marks, run_record, write_fleet
 
@@ -210,19 +211,53 @@ def test_a_fleet_converges_on_two_workers(fleet_dir, agent_script, remote, worke
     assert [(loop["task"], loop["status"]) for loop in fleet["loops"]] == [(n, "converged") for n in needs]
 
 
+HELD_GATE = """
+import os, pathlib, time
+marks = pathlib.Path(MARKS)
+if "a * b + 1" in pathlib.Path("calc.py").read_text():  # iteration 1's attempt (not the baseline's check)
+    (marks / f"gate-{os.getpid()}").write_text(str(os.getpid()))
+    while (marks / "hold").exists():
+        time.sleep(0.05)
+"""
+
+
+def heartbeat(address: str, key: str) -> float | None:
+    """What the loop's iteration in flight last said it had spent (None: no iteration in flight)."""
+    from temporalio.client import Client
+
+    async def ask() -> float | None:
+        client = await Client.connect(address)
+        described = await client.get_workflow_handle(key).describe()
+        pending = described.raw_description.pending_activities
+        if not pending or not pending[0].heartbeat_details.payloads:
+            return None
+        return float(json.loads(pending[0].heartbeat_details.payloads[0].data))
+
+    return asyncio.run(ask())
+
+
 def test_a_dead_worker_and_coordinator_lose_nothing(fleet_dir, agent_script, remote, workers, marks):
-    agent = agent_script(FIXER.replace("COST", "0.01"))
-    path = write_fleet(fleet_dir, agent, {"solo": 2}, marks=True)
-    first = workers.start("one", env={"FLEET_MARKS": str(marks)})
+    from loope.fleet.temporal.submit import workflow_key
+
+    gate = marks.parent / "held_gate.py"
+    gate.write_text(HELD_GATE.replace("MARKS", repr(str(marks))))
+    path = write_fleet(fleet_dir, agent_script(FIXER.replace("COST", "0.01")), {"solo": 2}, marks=True)
+    held = f"{PYTHON} {gate} && {GATE}"  # the gate waits for the test's word before running pytest
+    path.write_text(path.read_text().replace(f"verify_cmd = {json.dumps(GATE)}", f"verify_cmd = {json.dumps(held)}"))
+    first = workers.start("one")
     coordinator = submit_in_background(fleet_dir, path, remote, workers)
-    wait_for((marks / "solo-1").exists, "iteration 1's agent to start on the first worker")
-    # The machine dies mid-iteration: the worker, its agent, and the coordinator with them.
+    key = workflow_key(fleet_dir, "0001-fleet", "solo")
+    wait_for(lambda: list(marks.glob("gate-*")), "iteration 1's gate to start on the first worker")
+    # Iteration 1's implementer finished (and was paid for); its worker says so in a heartbeat.
+    wait_for(lambda: (heartbeat(workers.address, key) or 0) >= 0.01, "a heartbeat reporting the step's cost")
+    # The machine dies mid-iteration: the worker, its gate, and the coordinator with them.
     os.killpg(first.pid, signal.SIGKILL)
-    os.kill(int((marks / "solo-1").read_text()), signal.SIGKILL)
+    (gate_mark,) = marks.glob("gate-*")
+    os.killpg(os.getpgid(int(gate_mark.read_text())), signal.SIGKILL)
     os.killpg(coordinator.pid, signal.SIGKILL)
     coordinator.communicate(timeout=DEADLINE_S)
     (marks / "hold").unlink()
-    workers.start("two", env={"FLEET_MARKS": str(marks)})
+    workers.start("two")
 
     again = submit(fleet_dir, path, remote, workers)  # the same file: the same fleet, the same workflow
 
@@ -232,12 +267,16 @@ def test_a_dead_worker_and_coordinator_lose_nothing(fleet_dir, agent_script, rem
     assert record["status"] == "converged", record["stop_detail"]
     assert record["iterations"] == 2
     assert implementer_iterations(record) == [1, 2]  # the cut iteration ran again, counted once
+    assert record["totals"]["cost_usd"] == pytest.approx(0.02)
+    assert record["temporal"]["lost_cost_usd"] == pytest.approx(0.01)  # the lost attempt's step, still spent
+    assert record["temporal"]["retried"] >= 1
+    assert len(record["temporal"]["workers"]) == 1  # only the second worker finished iterations
     status, events = workflow(workers.address, fleet_dir, "solo")
-    assert status["retried"] >= 1
-    assert len(status["workers"]) == 1  # only the second worker finished iterations
+    assert status["retried"] == record["temporal"]["retried"]
     assert events.count("EVENT_TYPE_WORKFLOW_EXECUTION_STARTED") == 1
     fleets = json.loads(loope(fleet_dir, "fleet", "status", "--json").stdout)
     assert len(fleets) == 1
+    assert fleets[0]["cost_usd"] == pytest.approx(0.03)  # the fleet's budget counts the lost spend
 
 
 def test_fleet_stop_signals_the_loop(fleet_dir, agent_script, remote, workers, marks):

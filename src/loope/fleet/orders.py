@@ -63,6 +63,8 @@ class SegmentReport:
     worker: str = ""
     attempt: int = 1
     """The activity's attempt that ran it (attempts before it were given up on)."""
+    lost_usd: float = 0.0
+    """What the attempts given up on had reported spending in their last heartbeat."""
 
 
 @dataclass
@@ -84,5 +86,7 @@ class LoopStatus:
     segments: int = 0
     retried: int = 0
     """Activity attempts given up on (a dead worker, a failure) whose iteration was run again."""
+    lost_usd: float = 0.0
+    """What those attempts had reported spending: lost with their records, still spent."""
     stop_requested: bool = False
     workers: list[str] = field(default_factory=list)

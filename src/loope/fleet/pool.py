@@ -104,6 +104,9 @@ def task_view(row: dict[str, Any]) -> TaskView:
     view.max_iters = record.get("max_iters")
     cost = totals.get("cost_usd") if isinstance(totals, dict) else 0.0
     view.cost_usd = float(cost) if isinstance(cost, int | float) else 0.0
+    temporal = record.get("temporal")
+    lost = temporal.get("lost_cost_usd") if isinstance(temporal, dict) else None
+    view.cost_usd += float(lost) if isinstance(lost, int | float) else 0.0  # spent by attempts given up on
     view.last_event = _last_event(rundir / "events.jsonl")
     return view
 

@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING
 
 from loope.fleet import transport
 from loope.fleet.orders import SegmentOrder, SegmentReport
+from loope.records.atomic import write_text
 from loope.workspace.git import Git
 
 if TYPE_CHECKING:
     from loope.engine.roster import Services
+    from loope.records.model import RunRecord
     from loope.spec import LoopSpec
 
 _RESETS = re.compile(r"the limit resets at (\S+)$")
@@ -32,14 +34,24 @@ _RESETS = re.compile(r"the limit resets at (\S+)$")
 class Segment:
     """Runs one :class:`SegmentOrder` under ``root``; :meth:`stop` (from any thread) kills it early."""
 
-    def __init__(self, order: SegmentOrder, root: Path, *, attempt: int = 1) -> None:
+    def __init__(self, order: SegmentOrder, root: Path, *, attempt: int = 1, lost_usd: float = 0.0) -> None:
         self.order = order
         self.root = root
         self.attempt = attempt
+        self.lost_usd = lost_usd
+        """What attempts given up on had reported spending (their records never came back)."""
+        self._spent: tuple[RunRecord, float] | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._workdir: Path | None = None
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
+
+    def spent(self) -> float:
+        """USD the steps of this segment that finished have cost so far."""
+        if self._spent is None:
+            return 0.0
+        record, before = self._spent
+        return round(record.totals.cost_usd - before, 6)
 
     def stop(self) -> None:
         """Kill the step in flight and end the segment (the run is recorded ``stopped``)."""
@@ -65,6 +77,8 @@ class Segment:
         engine = Engine.resume(
             RunDir(rundir), _services, more=more, on_locked=lambda: _clear_stop(workdir, order.run_id)
         )
+        record_now = engine.run_state.record
+        self._spent = (record_now, record_now.totals.cost_usd)
         with self._lock:
             self._workdir = workdir
             if self._stop.is_set():
@@ -72,6 +86,7 @@ class Segment:
         final = engine.drive(first=engine.run_state.record.completed + 1)
         ref = transport.records_ref(order.key, order.seq, self.attempt)
         snapshot = transport.push(repo, rundir, order.remote, ref, order.key)
+        write_text(repo.work_tree.parent / "left-at", snapshot.commit + "\n")
         found = _RESETS.search(final.stop_detail or "") if final.stop_reason == "usage_limited" else None
         from loope.agents.setback import parse_reset
 
@@ -90,6 +105,7 @@ class Segment:
             reset_at=parse_reset(found.group(1)) if found else None,
             worker=self.worker,
             attempt=self.attempt,
+            lost_usd=self.lost_usd,
         )
 
     def _lay_out(self) -> tuple[Git, Path, Path]:
@@ -105,11 +121,18 @@ class Segment:
             top.mkdir(parents=True, exist_ok=True)
             run_process(safe_command("init", "-q", str(top)), cwd=top, env=safe_env(), capture=True)
         repo = Git(top)
+        workdir = top / order.sub if order.sub != "." else top
+        rundir = workdir / RUNS / order.run_id
+        left = top.parent / "left-at"
+        # This worker pushed the state the iteration starts from, and nothing ran here since: its copy is it.
+        # (Gone while a segment runs: a worker that dies in one lays the run out afresh next time.)
+        kept = rundir.is_dir() and left.is_file() and left.read_text().strip() == repo.rev(order.records)
+        left.unlink(missing_ok=True)
+        if kept:
+            return repo, workdir, rundir
         commit = transport.fetch(repo, order.remote, order.records)
         head = repo.out("rev-parse", f"{commit}^1")
-        workdir = top / order.sub if order.sub != "." else top
         ensure_loope_dir(workdir)
-        rundir = workdir / RUNS / order.run_id
         if rundir.exists():  # an earlier attempt on this worker: its processes and tree go first
             transport.kill_leftovers(rundir)
             repo.run("worktree", "remove", "--force", str(rundir / "workspace"), check=False)

@@ -31,8 +31,14 @@ STEP_FILE_CAP = 4 * 1024 * 1024
 _SKIP = frozenset({"workspace", "runner.lock"})
 _STATE = ".travel/state.md"
 """Where the agent's state file (``<workspace>/.loope/state.md``, outside git) rides in the records."""
-_GIT_LOCK = threading.Lock()
-"""One git transaction at a time per process: a worker's segments share their clones' object stores."""
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_LOCK = threading.Lock()
+
+
+def _git_lock(repo: Git) -> threading.Lock:
+    """One git transaction at a time per repository (segments of one run, or runs sharing a repository)."""
+    with _LOCKS_LOCK:
+        return _LOCKS.setdefault(str(repo.work_tree.resolve()), threading.Lock())
 
 
 @dataclass(frozen=True)
@@ -61,9 +67,10 @@ def push(repo: Git, rundir: Path, remote: str, ref: str, key: str) -> Snapshot:
     completed = record.get("completed_head")
     if isinstance(completed, str) and completed and completed != head:
         parents.append(completed)
-    with _GIT_LOCK:
+    with _git_lock(repo):
         commit = _commit(repo, rundir, workspace, parents, f"loope records of {record['run_id']}")
         _push(repo, remote, [f"{commit}:{ref}", f"+{head}:{branch_ref(key)}"])
+        repo.run("update-ref", ref, commit)  # this copy now holds exactly what ``ref`` names
     return Snapshot(ref, commit, head)
 
 
@@ -144,7 +151,7 @@ def _push(repo: Git, remote: str, refspecs: list[str]) -> None:
 
 def fetch(repo: Git, remote: str, ref: str) -> str:
     """Fetch ``ref`` (a records ref) from ``remote``; its commit."""
-    with _GIT_LOCK:
+    with _git_lock(repo):
         result = repo.run("fetch", "--quiet", "--no-tags", remote, f"+{ref}:{ref}", check=False)
     if not result.ok:
         lines = result.stderr_tail.strip().splitlines()

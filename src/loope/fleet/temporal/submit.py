@@ -198,6 +198,13 @@ def conclude(rundir: Path, status: LoopStatus, *, ended: bool) -> None:
         fields["finished_at"] = record.get("finished_at") or _now()
     else:
         fields = {}
+    # What only the workflow knows: the attempts given up on, what they had spent, who ran the iterations.
+    fields["temporal"] = {
+        "workflow_id": status.key,
+        "retried": status.retried,
+        "lost_cost_usd": status.lost_usd,
+        "workers": list(status.workers),
+    }
     if any(record.get(k) != v for k, v in fields.items()):
         record.update(fields)
         write_text(path, json.dumps(record, indent=2, ensure_ascii=False) + "\n")

@@ -35,7 +35,9 @@ class SegmentActivities:
     async def segment(self, order: SegmentOrder) -> SegmentReport:
         info = activity.info()
         every = max(min((info.heartbeat_timeout or timedelta(seconds=30)).total_seconds() / 3, 10.0), 0.2)
-        work = Segment(order, self.root, attempt=info.attempt)
+        # The attempt before this one, given up on, said in its last heartbeat what it had spent.
+        lost = float(info.heartbeat_details[0]) if info.heartbeat_details else 0.0
+        work = Segment(order, self.root, attempt=info.attempt, lost_usd=lost)
         running = asyncio.ensure_future(asyncio.to_thread(work.run))
         cancelled = False
         while True:
@@ -48,7 +50,7 @@ class SegmentActivities:
                 continue
             if done:
                 break
-            activity.heartbeat(order.seq)
+            activity.heartbeat(round(lost + work.spent(), 6))
         report = running.result()
         if cancelled and activity.is_worker_shutdown():
             raise ApplicationError("the worker shut down during the iteration; another worker runs it again")

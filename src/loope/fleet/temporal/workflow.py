@@ -88,6 +88,7 @@ class LoopWorkflow:
         status.completed, status.cost_usd, status.tokens = report.completed, report.cost_usd, report.tokens
         status.records, status.head = report.records, report.head
         status.retried += report.attempt - 1
+        status.lost_usd = round(status.lost_usd + report.lost_usd, 6)
         if report.worker and report.worker not in status.workers:
             status.workers.append(report.worker)
         return report
