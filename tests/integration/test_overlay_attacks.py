@@ -112,3 +112,23 @@ def test_git_metadata_in_reach_leads_to_neither_the_users_repository_nor_the_sna
     attack(project, tmp_path, loope, AT_GIT, sandbox)
     record = project.run_json()
     assert {c["path"] for c in record["changes"]["files"]} == {"calc.py"}
+
+
+PEEK = """
+top="$(cd "$LOOPE_RUN_DIR/../../.." && pwd)"
+echo "listing: $(ls -A "$top" | tr '\\n' ' ')"
+echo "secret: $(test -e "$top/untracked.txt" && echo visible || echo hidden)"
+echo "history: $(git log --oneline | wc -l)"
+echo "status: [$(git status --short | tr '\\n' ' ')]"
+"""
+
+
+def test_a_sandboxed_step_sees_the_merged_view_and_nothing_else_of_the_users_tree(project, tmp_path, loope):
+    dirty(project)
+    done = loope(*run_args(shell_implementer(tmp_path / "a", PEEK + FIX), "--sandbox", "on"), cwd=project.path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    message = (project.runs()[-1] / "agents" / "01-implementer-exec" / "result.md").read_text()
+    assert "listing: .git .loope \n" in message  # only what the run's git borrows, and the run's own records
+    assert "secret: hidden\n" in message
+    assert "history: 3\n" in message  # the user's two commits, and the run's start
+    assert "status: []" in message  # the agent's git sees the start as clean

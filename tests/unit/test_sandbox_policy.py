@@ -181,3 +181,26 @@ def test_a_box_without_bubblewrap_gives_a_private_tmpdir_and_removes_it(tmp_path
     assert argv[-1] == "true"
     box.close()
     assert not tmp.exists()
+
+
+def test_an_overlay_runs_steps_see_nothing_of_the_users_tree_but_the_objects_its_git_borrows(tmp_path, monkeypatch):
+    base = layout(tmp_path)
+    objects = base.project / ".git" / "objects"
+    objects.mkdir(parents=True)
+    lay = Layout.of(
+        work_tree=base.work_tree, workspace=base.workspace, run_dir=base.run_dir, project=base.project,
+        state_file=base.state_file, tracked=[], protected_patterns=[], hide_project_but=[objects],
+    )  # fmt: skip
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    argv = bwrap.command("bwrap", lay.policy(tmp=tmp_path / "t", write=True), ["true"])
+    hidden = argv.index("--tmpfs", argv.index("/tmp"))
+    assert argv[hidden + 1] == str(base.project)
+    shown = mounts(argv)
+    assert ("--ro-bind", str(objects)) in shown
+    assert ("--bind", str(base.work_tree)) in shown
+    assert all(argv.index(path) > hidden for _flag, path in shown if path.startswith(str(base.project)))
+    assert ("--ro-bind", str(base.project)) not in shown
+    monkeypatch.setenv("HOME", str(base.project / "home"))  # a tree holding HOME cannot be hidden
+    (base.project / "home").mkdir()
+    argv = bwrap.command("bwrap", lay.policy(tmp=tmp_path / "t", write=True), ["true"])
+    assert "--tmpfs" not in argv[argv.index("/tmp") :]

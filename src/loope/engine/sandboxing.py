@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loope.enums import WorkspaceMode
 from loope.records.rundir import RunDir
 from loope.sandbox import UNSANDBOXED, Choice, RunSandbox
 from loope.sandbox.layout import Layout
 from loope.spec import LoopSpec
 from loope.workspace.git import toplevel
 from loope.workspace.guard import Guard
+from loope.workspace.overlay import overlay_needs
 from loope.workspace.workspace import Workspace
 
 
@@ -33,5 +35,6 @@ def run_sandbox(
         state_file=state_file,
         tracked=[p for p in workspace.git.out("ls-files", "-z").split("\0") if p],
         protected_patterns=guard.protected_patterns,
+        hide_project_but=overlay_needs(workspace) if workspace.mode == WorkspaceMode.OVERLAY else None,
     )
     return RunSandbox(layout, check_network=spec.sandbox_network == "on")

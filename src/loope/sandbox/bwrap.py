@@ -54,6 +54,8 @@ class Policy:
     read_only: tuple[Path, ...] = ()
     """Shown read-only, on top of a writable parent (a protected file) or over the private /tmp."""
     network: bool = True
+    hidden: tuple[Path, ...] = ()
+    """Covered by an empty file system first (the paths above are bound on top where they lie inside)."""
 
 
 def command(binary: str, policy: Policy, argv: Sequence[str]) -> list[str]:
@@ -65,13 +67,14 @@ def command(binary: str, policy: Policy, argv: Sequence[str]) -> list[str]:
     and so is any path that goes through a symlink: a mount follows it, and an agent's link must
     never turn into a writable view of what it points at.
     """
-    mounts: list[tuple[Path, str]] = [(p, "--bind") for p in policy.writable]
+    mounts: list[tuple[Path, str]] = [(p, "--tmpfs") for p in policy.hidden]
+    mounts += [(p, "--bind") for p in policy.writable]
     mounts += [(p, "--ro-bind") for p in policy.read_only]
-    mounts.sort(key=lambda m: len(m[0].parts))
+    mounts.sort(key=lambda m: len(m[0].parts))  # stable: a hidden path goes before what is shown inside it
     args = [binary, *_BASE, "--bind", str(policy.tmp), "/tmp"]
     for path, flag in mounts:
         if path.exists() and os.path.realpath(path) == str(path):
-            args += [flag, str(path), str(path)]
+            args += [flag, str(path)] if flag == "--tmpfs" else [flag, str(path), str(path)]
     args += _ISOLATE
     if not policy.network:
         args.append("--unshare-net")

@@ -33,6 +33,8 @@ class Layout:
     state_file: Path
     protected: tuple[Path, ...] = ()
     """Files and directories inside the work tree that stay read-only for every step."""
+    hide_project: tuple[Path, ...] = ()
+    """When set (an overlay run), the user's tree is hidden from every step, all but these paths in it."""
 
     @classmethod
     def of(
@@ -45,8 +47,13 @@ class Layout:
         state_file: Path,
         tracked: Iterable[str],
         protected_patterns: Iterable[str],
+        hide_project_but: Iterable[Path] | None = None,
     ) -> Layout:
-        """The layout of a run; ``tracked`` names the work tree's files from its top."""
+        """The layout of a run; ``tracked`` names the work tree's files from its top.
+
+        ``hide_project_but``: hide the user's tree, but for these paths in it (an overlay run's
+        workspace has all it needs; its git borrows objects from these).
+        """
         top = Path(os.path.realpath(work_tree))
         ws = Path(os.path.realpath(workspace))
         loope_dir = ws / ".loope"
@@ -63,6 +70,7 @@ class Layout:
             project=Path(os.path.realpath(project)),
             state_file=Path(os.path.realpath(state_file)),
             protected=tuple(fixed + [top / p for p in matched[:MAX_PROTECTED_BINDS]]),
+            hide_project=tuple(Path(os.path.realpath(p)) for p in hide_project_but or ()),
         )
 
     def policy(
@@ -82,6 +90,9 @@ class Layout:
         writable = [*state]
         shown = [p for p in visible if not p.is_relative_to(self.work_tree)]  # inside, they are seen already
         read_only = [self.project, self.run_dir, *shown, *self.protected]
+        hidden = self._hidden(writable)
+        if hidden:
+            read_only = [*self.hide_project, *_on_path_in(self.project), self.run_dir, *shown, *self.protected]
         if write:
             writable.append(self.work_tree)
             if self.workspace / ".loope" in self.protected:
@@ -94,7 +105,27 @@ class Layout:
             writable=tuple(writable),
             read_only=tuple(p for p in read_only if p not in writable),
             network=network,
+            hidden=hidden,
         )
+
+    def _hidden(self, writable: list[Path]) -> tuple[Path, ...]:
+        """The user's tree, if it is to be hidden and holds nothing a step must reach (HOME, its state dirs)."""
+        if not self.hide_project or self.project == Path("/"):
+            return ()
+        home = Path(os.path.realpath(os.path.expanduser("~")))
+        if home.is_relative_to(self.project) or any(p.is_relative_to(self.project) for p in writable):
+            return ()
+        return (self.project,)
+
+
+def _on_path_in(project: Path) -> list[Path]:
+    """Program directories on PATH inside the user's tree (an activated venv there): they stay reachable."""
+    found = []
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        path = Path(os.path.realpath(entry)) if entry else None
+        if path is not None and path.is_relative_to(project) and path.is_dir():
+            found.append(path.parent if path.name == "bin" else path)  # a venv's bin needs its lib beside it
+    return found
 
 
 def _matching(prefix: str, tracked: Iterable[str], patterns: Iterable[str]) -> list[str]:

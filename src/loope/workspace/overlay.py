@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loope.errors import LoopeError
 from loope.proc import run_process
@@ -27,6 +28,9 @@ from loope.workspace.git import Git, safe_command, safe_env
 from loope.workspace.loopedir import LOOPE_DIR, ensure_loope_dir
 from loope.workspace.snapshots import SNAPSHOTS_DIR, State, Store
 from loope.workspace.upper import UpperFeed
+
+if TYPE_CHECKING:
+    from loope.workspace.workspace import Workspace
 
 LAYOUT_FILE = "overlay.json"
 UPPER_DIR = "upper"
@@ -136,6 +140,17 @@ def fork(run_dir: Path, into: Path, git: Git, head: str) -> tuple[Path, Path]:
     mount(into)
     write_text(tree / ".git", f"gitdir: {git_dir}\n")
     return tree, git_dir
+
+
+def overlay_needs(workspace: Workspace) -> list[Path]:
+    """What of the user's tree an overlay run's steps still need: the objects its git borrows."""
+    if workspace.git_dir is None:
+        return []
+    alternates = workspace.git_dir / "objects" / "info" / "alternates"
+    try:
+        return [Path(line) for line in alternates.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except OSError:
+        return []
 
 
 def feed(run_dir: Path) -> UpperFeed:
