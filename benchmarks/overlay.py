@@ -52,7 +52,7 @@ def mounted(method: str, snap: tuple[Path, Path], repo: Path, scratch: Path, com
         inner = f"{mount} && cd {merged} && {command}"
         argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", inner]
     elif method == "fuse":
-        inner = f"fuse-overlayfs -o {options} {merged} && cd {merged} && {command}; fusermount3 -u {merged}"
+        inner = f"fuse-overlayfs -o {options} {merged} && (cd {merged} && {command}); fusermount3 -u {merged}"
         argv = ["sh", "-c", inner]
     else:
         env["GIT_WORK_TREE"] = str(snap[0])
