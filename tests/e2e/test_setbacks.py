@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from loope.agents.setback import parse_reset
+from loope.agents.setback import iso, parse_reset
+from loope.control import run_status
+from loope.text import local_clock
 from tests.conftest import GATE, Project
 from tests.e2e.model_server import (
     Fail,
@@ -18,12 +22,14 @@ from tests.e2e.model_server import (
     ResponsesRequest,
     Turn,
     codex_usage_limit,
+    exec_command,
     message,
     plan_limit,
     reply,
     text,
     tool_use,
 )
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -158,6 +164,16 @@ def codex_reply(request: ResponsesRequest) -> Response:
     return Response((message("Looked at calc.py; nothing to change."),))
 
 
+CODEX_EDIT = "import pathlib; p = pathlib.Path('calc.py'); p.write_text(p.read_text().replace('a - b', 'a + b'))"
+
+
+def codex_fixer(request: ResponsesRequest) -> Response:
+    """Fix calc.py with one shell command, then say so."""
+    if request.turn == 0:
+        return Response((exec_command(f'{shlex.quote(sys.executable)} -c "{CODEX_EDIT}"'),))
+    return Response((message("add() returns a + b now."),))
+
+
 def test_codex_server_error_then_success_is_retried_in_the_same_step(project, cli, use_codex, model_server):
     project.write("loope.toml", FAST)
     use_codex(FailFirst(1, Fail(500, "boom"), codex_reply))
@@ -187,3 +203,46 @@ def test_codex_usage_limit_with_no_wait_stops_with_the_reset_time(project, cli, 
     reset = parse_reset(line.removeprefix("the limit resets at "))
     assert reset is not None
     assert reset_at <= reset <= reset_at + 60
+
+
+def test_codex_usage_limit_is_waited_out_then_the_same_step_succeeds(project, cli, use_codex, model_server):
+    resets: list[float] = []
+
+    def limited() -> Fail:
+        at = time.time() + 5  # a few seconds after the refused request
+        # Clear of a minute's edges, so the minute codex prints is the same whichever way it rounds.
+        resets.append(at if 2 <= at % 60 <= 57 else at + 5)
+        return codex_usage_limit(resets[-1])
+
+    script = FailFirst(1, limited, codex_fixer)
+    use_codex(script)
+    detached = run_loop(cli, project, "--implementer", "codex", "--detach")
+    assert detached.exit_code == 0, detached.out + detached.err
+    run_id = detached.out.strip()
+    rundir = project.path / ".loope" / "runs" / run_id
+
+    shown: list[str] = []
+
+    def finished() -> bool:
+        loop = run_status(project.path, run_id)["loop"]
+        if loop["waiting_text"]:
+            shown.append(loop["waiting_text"])
+        return loop["status"] not in ("running", "dead")
+
+    assert eventually(finished, 300), (rundir / "runner.log").read_text()
+    run = project.run_json()
+    assert (run["status"], run["iterations"]) == ("converged", 1), run["stop_detail"]
+    assert implementer(project)["attempts"] == 2
+    events = events_of(project)
+    types = [e["type"] for e in events]
+    assert types.index("limit_wait") < types.index("step_finished")
+    (wait,) = [e for e in events if e["type"] == "limit_wait"]
+    # codex prints the reset to the minute ("try again at 10:50 AM"): loope waits to the end of that minute.
+    assert wait["reset_at"] == iso((int(resets[0]) // 60 + 1) * 60)
+    reset = parse_reset(wait["reset_at"])
+    assert reset is not None
+    assert min(script.answered_at) >= reset  # the step was tried again only once the limit had reset
+    # While it waited, `status` said so (the wait is in run.json, where a resumed runner finds it too).
+    assert shown
+    assert shown[0].startswith(f"waiting for the usage limit until {local_clock(reset)}")
+    assert run.get("waiting") is None

@@ -133,8 +133,42 @@ printf 'def add(a, b):\\n    return a + b\\n' > calc.py
     assert repo_changes(before, after) == []
     assert project.git("for-each-ref", "--format=%(refname)").split() == sorted(
         ["refs/heads/feature", "refs/heads/main", "refs/loope/0000-an-earlier-run/attempt-1"]
-        + ([f"refs/heads/loope/{run['run_id']}"] if mode == "worktree" else [])
+        + ([f"refs/heads/loope/{run['run_id']}", f"refs/loope/{run['run_id']}/head"] if mode == "worktree" else [])
     )
     assert result.exit_code == 0, result.out + result.err  # the honest fix in the same step still counts
     hooks = project.path / ".git" / "hooks"
     assert not any(p.stat().st_mode & stat.S_IXUSR for p in hooks.iterdir() if not p.name.endswith(".sample"))
+
+
+@pytest.mark.parametrize(
+    "move",
+    [
+        'git update-ref "refs/heads/loope/$LOOPE_RUN_ID" "$forged"',  # the branch pointed at the agent's commit
+        'git symbolic-ref HEAD "refs/heads/loope/$LOOPE_RUN_ID"',  # loope's own commits then move the branch
+    ],
+)
+def test_the_run_branch_carries_only_the_runs_commits_whatever_the_agent_does_to_it(project, cli, tmp_path, move):
+    start = project.git("rev-parse", "HEAD").strip()
+    project.write("untracked.txt", "the user's, as the run starts\n")
+    attack = tmp_path / "attack.sh"
+    attack.write_text(
+        f"""
+forged=$(git commit-tree -p HEAD -m "planted: Loope-Run-less" "$(git write-tree)")
+{move}
+printf 'def add(a, b):\\n    return a + b\\n' > calc.py
+echo "fixed add"
+"""
+    )
+    result = cli(
+        "run", "fix add", "--implementer", f"exec:sh {attack}", "--no-review", "--verify-cmd", GATE,
+        "--max-iters", "1", "--plain", cwd=project.path,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.out + result.err
+    run = project.run_json()
+    branch = run["workspace"]["branch"]
+    assert project.git("log", "--format=%s", f"{start}..{branch}").splitlines() == ["fixed add"]
+    assert project.git("rev-parse", f"{branch}~1").strip() == start
+    assert project.git("diff", "--name-only", start, branch).split() == ["calc.py"]
+    if "update-ref" in move:
+        violations = [v for s in run["steps"] for v in s.get("violations", [])]
+        assert f".git/refs/heads/{branch} is outside the workspace; the step's change to it was undone" in violations

@@ -36,6 +36,7 @@ def test_rm_removes_the_run_dir_worktree_branch_and_refs(project, agent_script, 
 def test_gc_keeps_a_branch_holding_a_users_own_commit(project, agent_script, cli):
     run_id = _run(cli, project, agent_script)
     workspace = project.runs()[-1] / "workspace"
+    git(workspace, "switch", "-q", f"loope/{run_id}")  # the worktree itself works on a detached HEAD
     (workspace / "mine.txt").write_text("my own work on the run's branch\n")
     git(workspace, "add", "mine.txt")
     git(workspace, "commit", "-qm", "my own change")

@@ -61,9 +61,16 @@ def snapshot(repo: Path) -> dict[str, str]:
     return found
 
 
-# What loope itself adds to the user's .git for a worktree run (its branch, its worktree's records,
-# the objects of its commits): the only differences allowed.
-LOOPE_OWN = (".git/worktrees/", ".git/refs/heads/loope/", ".git/logs/refs/heads/loope/", ".git/objects/")
+# What loope itself adds to the user's .git for a worktree run (its branch, its refs, its worktree's
+# records, the objects of its commits): the only differences allowed.
+LOOPE_OWN = (
+    ".git/worktrees/",
+    ".git/refs/heads/loope/",
+    ".git/logs/refs/heads/loope/",
+    ".git/refs/loope/",
+    ".git/logs/refs/loope/",
+    ".git/objects/",
+)
 
 
 def assert_untouched(before: dict[str, str], repo: Path) -> None:

@@ -55,6 +55,7 @@ from loope.sandbox import choose
 from loope.spec import LoopSpec
 from loope.termination import Terminated, terminated_as_interrupt
 from loope.workspace import safefs
+from loope.workspace.branch import publish_run
 from loope.workspace.git import toplevel
 from loope.workspace.guard import Guard
 from loope.workspace.loopedir import LOOPE_DIR
@@ -120,6 +121,7 @@ class Engine:
                 workspace.base,
                 workspace.head,
                 str(workspace.git_dir) if workspace.git_dir else None,
+                start=workspace.start,
             ),
             max_iters=spec.max_iters,
             implementer=spec.implementer,
@@ -606,6 +608,8 @@ class Engine:
             record.changes = Changes(list(changes))
             write_bytes(run.rundir / "changes.diff", final.patch)
             write_text(run.rundir / "changed-files.txt", "".join(f"{c.path}\n" for c in changes))
+            if kept := publish_run(run.workspace, record.run_id):
+                record.stop_detail = f"{detail}; {kept}"
         except (LoopeError, OSError) as exc:
             record.stop_detail = f"{detail}; the final diff could not be computed: {exc}"
             if disk_full(exc) and reason != StopReason.FAILED:

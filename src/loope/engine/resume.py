@@ -14,7 +14,8 @@ from loope.records import ledger
 from loope.records.atomic import write_text
 from loope.records.model import RunRecord, StepRecord, Totals, WorkspaceInfo
 from loope.records.rundir import RunDir
-from loope.workspace.workspace import Workspace, drop_branch
+from loope.workspace.branch import drop_branch
+from loope.workspace.workspace import Workspace
 
 if TYPE_CHECKING:
     from loope.engine.state import RunnerLock
@@ -138,4 +139,5 @@ def reopen_workspace(info: WorkspaceInfo) -> Workspace:
         head=info.head,
         branch=info.branch,
         git_dir=Path(info.git_dir) if info.git_dir else None,
+        start=info.start,
     )

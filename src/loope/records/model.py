@@ -95,6 +95,8 @@ class WorkspaceInfo:
     base: str
     head: str
     git_dir: str | None = None
+    start: str | None = None
+    """A worktree run's branch starts at this commit, the user's HEAD as the run started ("": none)."""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loope.records.model import RunRecord
+from loope.workspace.branch import foreign_commits
 from loope.workspace.git import Git, toplevel
 
 
@@ -32,7 +33,7 @@ def remove_run(record: RunRecord, run_root: Path, *, dry_run: bool = False) -> R
             if not dry_run:
                 git.run("worktree", "remove", "--force", "--force", str(_worktree_root(Path(ws.path))), check=False)
         if ws.branch and git.rev(f"refs/heads/{ws.branch}"):
-            foreign = _foreign_commits(git, ws.branch, ws.base, record.run_id)
+            foreign = foreign_commits(git, ws.branch, ws.base, record.run_id)
             if foreign:
                 result.kept.append(f"branch {ws.branch}: {foreign} commit(s) on it were not made by the run")
             else:
@@ -60,13 +61,3 @@ def _worktree_root(path: Path) -> Path:
         if candidate.name == "workspace" and (candidate / ".git").exists():
             return candidate
     return path
-
-
-def _foreign_commits(git: Git, branch: str, base: str, run_id: str) -> int:
-    """How many commits on ``branch`` after the run's base the run did not make (a user's own, say)."""
-    log = git.run("log", "--format=%B%x00", f"{base}..refs/heads/{branch}", check=False)
-    if not log.ok:
-        return 0
-    messages = [m.strip() for m in log.text.split("\0") if m.strip()]
-    ours = (f"Loope-Run: {run_id}", f"loope {run_id}:")
-    return sum(1 for m in messages if not any(mark in m for mark in ours))

@@ -42,10 +42,17 @@ class GitDirGuard:
     root: Path
     own: tuple[str, ...] = ()
     """Paths (relative to ``root``) that are this run's: loope changes them, the guard does not."""
+    strict: tuple[str, ...] = ()
+    """Paths among other runs' refs that are always put back: this run's branch, which loope moves only
+    once the run ends (an agent's commit there would be merged with the run's)."""
     _before: dict[str, _Entry] = field(default_factory=dict)
 
     def _owned(self, rel: str) -> bool:
         return any(rel == own or rel.startswith(f"{own}/") for own in self.own)
+
+    def _others(self, rel: str) -> bool:
+        """Another run's branch or ref (moved by that run, so left alone unless it was deleted)."""
+        return rel.startswith(_OTHER_RUNS) and rel not in self.strict
 
     def _scan(self) -> dict[str, _Entry]:
         found: dict[str, _Entry] = {}
@@ -86,7 +93,7 @@ class GitDirGuard:
         now = self._scan()
         changed: list[str] = []
         for rel in sorted(set(now) - set(self._before), key=len, reverse=True):
-            if self._owned(rel) or rel.startswith(_OTHER_RUNS):
+            if self._owned(rel) or self._others(rel):
                 continue
             if any(rel.startswith(f"{p}/") for p in now if p != rel and p not in self._before):
                 continue  # inside a new directory: removed with it
@@ -94,9 +101,7 @@ class GitDirGuard:
             changed.append(rel)
         for rel, old in sorted(self._before.items()):
             new = now.get(rel)
-            if new is not None and (
-                (new.kind == old.kind and new.signature == old.signature) or rel.startswith(_OTHER_RUNS)
-            ):
+            if new is not None and ((new.kind == old.kind and new.signature == old.signature) or self._others(rel)):
                 continue
             if new is not None and new.kind == "file" and old.kind == "file" and self._same_file(rel, old):
                 continue
@@ -141,10 +146,10 @@ def watched_git_dirs(
     found: list[tuple[str, GitDirGuard]] = []
     if mode == "worktree" and git_dir is not None:
         common = _common_dir(git_dir)
-        own = [*mine]
-        if branch:
-            own += [f"refs/heads/{branch}", f"logs/refs/heads/{branch}"]
-        found.append((".git", GitDirGuard(common, tuple(own))))
+        # The branch's reflog grows with loope's own moves; the branch itself is guarded like the rest.
+        own = (*mine, f"logs/refs/heads/{branch}") if branch else tuple(mine)
+        strict = (f"refs/heads/{branch}",) if branch else ()
+        found.append((".git", GitDirGuard(common, own, strict)))
         return found
     if user_repo is not None:
         dot_git = user_repo / ".git"

@@ -19,6 +19,7 @@ from loope.proc import run_process
 from loope.records.atomic import write_bytes, write_text
 from loope.records.model import FileChange
 from loope.workspace import safefs
+from loope.workspace.branch import drop_branch
 from loope.workspace.changes import ChangeFeed, ChangeTracker
 from loope.workspace.copying import copy_entry, visible_files
 from loope.workspace.git import Comparison, Git, safe_command, safe_env, toplevel
@@ -46,6 +47,9 @@ class Workspace:
     head: str
     """The last committed state."""
     branch: str | None = None
+    start: str | None = None
+    """The user's HEAD as a worktree run started, where its branch begins ("": no commit yet; None: the
+    branch is the worktree's own, as runs made before kept it)."""
     git_dir: Path | None = None
     run_dir: Path | None = None
     tracker: ChangeTracker | None = None
@@ -85,10 +89,15 @@ class Workspace:
         user = Git(top)
         if user.rev(f"refs/heads/{branch}"):
             raise LoopeError(f"branch {branch} already exists; pass another --branch or delete it")
+        user.run("check-ref-format", "--branch", branch)
+        start = user.rev("HEAD") or ""
         base = _snapshot(user, run_dir / "snapshot.index")
         tree = run_dir / "workspace"
         try:
-            user.run("worktree", "add", "-q", "-b", branch, str(tree), base)
+            if start:  # the branch starts at the user's HEAD; the run's commits join it as the run ends
+                user.run("branch", "--no-track", branch, start)
+            # Detached: the worktree's history starts at the snapshot, which must stay off the branch.
+            user.run("worktree", "add", "-q", "--detach", str(tree), base)
         except LoopeError:
             shutil.rmtree(tree, ignore_errors=True)
             drop_branch(top, branch)  # it did not exist before: a half-made worktree leaves nothing behind
@@ -104,6 +113,7 @@ class Workspace:
             base,
             base,
             branch=branch,
+            start=start,
             git_dir=git_dir,
             run_dir=run_dir,
         )
@@ -169,8 +179,9 @@ class Workspace:
 
     @classmethod
     def reopen(
-        cls, *, mode: WorkspaceMode, path: Path, base: str, head: str, branch: str | None, git_dir: Path | None
-    ) -> Workspace:
+        cls, *, mode: WorkspaceMode, path: Path, base: str, head: str, branch: str | None, git_dir: Path | None,
+        start: str | None = None,
+    ) -> Workspace:  # fmt: skip
         if mode == WorkspaceMode.IN_PLACE:
             git = Git(path, git_dir)
             run_dir = git_dir.parent if git_dir is not None else None
@@ -178,7 +189,7 @@ class Workspace:
             tree = _tree_of(path)
             git = _confined(tree, git_dir) if tree is not None else Git(path)
             run_dir = tree.parent if tree is not None else None
-        ws = cls(mode, path, git, base, head, branch=branch, git_dir=git_dir, run_dir=run_dir)
+        ws = cls(mode, path, git, base, head, branch=branch, start=start, git_dir=git_dir, run_dir=run_dir)
         if run_dir is None or not path.is_dir():
             return ws
         index = (run_dir / INDEX_FILE).absolute()
@@ -349,14 +360,6 @@ class Workspace:
 
     def diff(self, old: str | None = None, new: str | None = None) -> str:
         return self.compare(old, new).text
-
-
-def drop_branch(repo: Path, branch: str) -> None:
-    """Delete a run's branch that loope itself created, if it exists."""
-    git = Git(repo)
-    if git.rev(f"refs/heads/{branch}"):
-        git.run("worktree", "prune", check=False)
-        git.run("branch", "-D", branch, check=False)
 
 
 def _confined(tree: Path, git_dir: Path | None) -> Git:
