@@ -177,6 +177,17 @@ def bring_home(rundir: Path, remote: str, ref: str) -> None:
     transport.place_state(rundir, workspace)
     git_dir = Path(here["git_dir"]) if here.get("git_dir") else None
     transport.relocate(rundir, workdir=workdir, workspace=workspace, git_dir=git_dir)
+    _publish(rundir)
+
+
+def _publish(rundir: Path) -> None:
+    """The run's branch here gets the commits that came home (replayed on the user's HEAD, as a local run's)."""
+    from loope.engine.resume import reopen_workspace
+    from loope.records.model import RunRecord
+    from loope.workspace.branch import publish_run
+
+    record = RunRecord.from_dict(json.loads((rundir / "run.json").read_text(encoding="utf-8")))
+    publish_run(reopen_workspace(record.workspace), record.run_id)
 
 
 def conclude(rundir: Path, status: LoopStatus, *, ended: bool) -> None:
