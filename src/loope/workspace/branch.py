@@ -15,6 +15,7 @@ run continued later extends the branch a user may already have merged.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -140,3 +141,24 @@ def drop_branch(repo: Path, branch: str) -> None:
     if git.rev(f"refs/heads/{branch}"):
         git.run("worktree", "prune", check=False)
         git.run("branch", "-D", branch, check=False)
+
+
+def snapshot(git: Git, index_file: Path) -> str:
+    """A commit of the work tree exactly as it is (untracked, non-ignored files included): a worktree run's base.
+
+    A private copy of the index does the staging, so the user's own index stays as it was.
+    """
+    head = git.rev("HEAD")
+    real_index = Path(git.out("rev-parse", "--path-format=absolute", "--git-path", "index"))
+    if real_index.exists():
+        shutil.copyfile(real_index, index_file)
+    private = Git(git.work_tree, env={"GIT_INDEX_FILE": str(index_file)})
+    try:
+        private.add_all()
+        tree = private.out("write-tree")
+    finally:
+        index_file.unlink(missing_ok=True)
+    if head and git.tree_of(head) == tree:
+        return head
+    parents = ["-p", head] if head else []
+    return git.out("commit-tree", tree, *parents, "-m", "loope: uncommitted changes as the run started")

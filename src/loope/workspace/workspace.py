@@ -19,7 +19,7 @@ from loope.proc import run_process
 from loope.records.atomic import write_bytes, write_text
 from loope.records.model import FileChange
 from loope.workspace import safefs
-from loope.workspace.branch import drop_branch
+from loope.workspace.branch import drop_branch, snapshot
 from loope.workspace.changes import ChangeFeed, ChangeTracker
 from loope.workspace.copying import copy_entry, visible_files
 from loope.workspace.git import Comparison, Git, safe_command, safe_env, toplevel
@@ -91,7 +91,7 @@ class Workspace:
             raise LoopeError(f"branch {branch} already exists; pass another --branch or delete it")
         user.run("check-ref-format", "--branch", branch)
         start = user.rev("HEAD") or ""
-        base = _snapshot(user, run_dir / "snapshot.index")
+        base = snapshot(user, run_dir / "snapshot.index")
         tree = run_dir / "workspace"
         try:
             if start:  # the branch starts at the user's HEAD; the run's commits join it as the run ends
@@ -378,24 +378,3 @@ def _tree_of(path: Path) -> Path | None:
         if candidate.name == "workspace" and (candidate.parent / "spec.json").exists():
             return candidate
     return None
-
-
-def _snapshot(git: Git, index_file: Path) -> str:
-    """A commit of the work tree exactly as it is (untracked, non-ignored files included).
-
-    A private copy of the index does the staging, so the user's own index stays as it was.
-    """
-    head = git.rev("HEAD")
-    real_index = Path(git.out("rev-parse", "--path-format=absolute", "--git-path", "index"))
-    if real_index.exists():
-        shutil.copyfile(real_index, index_file)
-    private = Git(git.work_tree, env={"GIT_INDEX_FILE": str(index_file)})
-    try:
-        private.add_all()
-        tree = private.out("write-tree")
-    finally:
-        index_file.unlink(missing_ok=True)
-    if head and git.tree_of(head) == tree:
-        return head
-    parents = ["-p", head] if head else []
-    return git.out("commit-tree", tree, *parents, "-m", "loope: uncommitted changes as the run started")
