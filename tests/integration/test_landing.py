@@ -192,3 +192,14 @@ def test_a_branch_holding_the_users_own_commit_is_left_as_it_was(project, agent_
     assert again.exit_code == 0, again.out + again.err
     assert project.git("rev-parse", branch).strip() == mine
     assert f"branch {branch} holds commits the run did not make: left as it was" in project.run_json()["stop_detail"]
+
+
+def test_an_in_place_run_says_there_is_nothing_to_land(project, agent_script, cli):
+    result = cli(
+        "run", "fix add", "--implementer", agent_script(FIX), "--no-review", "--verify-cmd", GATE,
+        "--workspace", "in-place", cwd=project.path,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.out + result.err
+    assert "land:   nothing to do, the run changed the workdir in place" in result.out
+    assert "loope apply" not in result.out
+    assert project.read("calc.py") == "def add(a, b):\n    return a + b\n"

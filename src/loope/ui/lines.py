@@ -122,6 +122,8 @@ def next_command(data: dict[str, Any], run_id: str) -> str:
     short = run_id.split("-", maxsplit=1)[0]
     reason = data.get("stop_reason")
     if data.get("changes") and (reason == "converged" or data.get("best")):
+        if (data.get("workspace") or {}).get("mode") == "in-place":
+            return f"next: loope show {short} --diff (the changes are already in your workdir)"
         return f"next: loope show {short} --diff, then loope apply {short}"
     if reason in ("step_failed", "timed_out", "failed"):
         return f"next: loope show {short} (the failed step: loope show {short} --step N)"
