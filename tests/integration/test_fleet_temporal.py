@@ -57,19 +57,15 @@ def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
-@pytest.fixture
-def remote(tmp_path: Path) -> Path:
-    path = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
-    return path
-
-
 class Workers:
     """``loope worker`` processes, each with its own root (its own "machine")."""
 
     def __init__(self, tmp_path: Path, address: str, queue: str) -> None:
         self.tmp_path, self.address, self.queue = tmp_path, address, queue
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.remote = tmp_path / "remote.git"
+        """The bare repository every "machine" reaches."""
+        subprocess.run(["git", "init", "-q", "--bare", str(self.remote)], check=True)
 
     def start(self, name: str, *, slots: int = 1, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = self.tmp_path / f"worker-{name}.log"
@@ -170,7 +166,8 @@ def implementer_iterations(record: dict) -> list[int]:
     return [s["iteration"] for s in record["steps"] if s["role"] == "implementer"]
 
 
-def test_a_fleet_converges_on_two_workers(fleet_dir, agent_script, remote, workers):
+def test_a_fleet_converges_on_two_workers(fleet_dir, agent_script, workers):
+    remote = workers.remote
     agent = agent_script(FIXER.replace("COST", "0.01"))
     needs = {"alpha": 2, "beta": 2, "gamma": 1}
     path = write_fleet(fleet_dir, agent, needs, marks=True)
@@ -236,9 +233,10 @@ def heartbeat(address: str, key: str) -> float | None:
     return asyncio.run(ask())
 
 
-def test_a_dead_worker_and_coordinator_lose_nothing(fleet_dir, agent_script, remote, workers, marks):
+def test_a_dead_worker_and_coordinator_lose_nothing(fleet_dir, agent_script, workers, marks):
     from loope.fleet.temporal.submit import workflow_key
 
+    remote = workers.remote
     gate = marks.parent / "held_gate.py"
     gate.write_text(HELD_GATE.replace("MARKS", repr(str(marks))))
     path = write_fleet(fleet_dir, agent_script(FIXER.replace("COST", "0.01")), {"solo": 2}, marks=True)
@@ -257,6 +255,9 @@ def test_a_dead_worker_and_coordinator_lose_nothing(fleet_dir, agent_script, rem
     os.killpg(coordinator.pid, signal.SIGKILL)
     coordinator.communicate(timeout=DEADLINE_S)
     (marks / "hold").unlink()
+    refused = loope(fleet_dir / "repos" / "solo", "resume", run_record(fleet_dir, "solo")["run_id"])
+    assert refused.returncode == 2  # a local runner would run it a second time, beside its workflow
+    assert "runs on Temporal" in refused.stderr
     workers.start("two")
 
     again = submit(fleet_dir, path, remote, workers)  # the same file: the same fleet, the same workflow
@@ -279,16 +280,23 @@ def test_a_dead_worker_and_coordinator_lose_nothing(fleet_dir, agent_script, rem
     assert fleets[0]["cost_usd"] == pytest.approx(0.03)  # the fleet's budget counts the lost spend
 
 
-def test_fleet_stop_signals_the_loop(fleet_dir, agent_script, remote, workers, marks):
+@pytest.mark.parametrize("how", ["fleet stop", "stop RUN"])
+def test_a_stop_signals_the_loop(fleet_dir, agent_script, workers, marks, how):
+    remote = workers.remote
     agent = agent_script(FIXER.replace("COST", "0.01"))
     path = write_fleet(fleet_dir, agent, {"long": 3}, marks=True)
     workers.start("one", env={"FLEET_MARKS": str(marks)})
     coordinator = submit_in_background(fleet_dir, path, remote, workers)
     try:
         wait_for((marks / "long-1").exists, "iteration 1's agent to start")
-        stopped = loope(fleet_dir, "fleet", "stop", "0001", "--now")
-        assert stopped.returncode == 0, stopped.stderr
-        assert "stop signalled to 1 loop(s)" in stopped.stdout
+        if how == "fleet stop":
+            stopped = loope(fleet_dir, "fleet", "stop", "0001", "--now")
+            assert stopped.returncode == 0, stopped.stderr
+            assert "stop signalled to 1 loop(s)" in stopped.stdout, stopped.stderr
+        else:  # as the dashboard's Stop and the MCP tool ask: through the run's own store
+            run_id = run_record(fleet_dir, "long")["run_id"]
+            stopped = loope(fleet_dir / "repos" / "long", "stop", run_id, "--now")
+            assert stopped.returncode == 0, stopped.stderr
         out, _ = coordinator.communicate(timeout=DEADLINE_S)
     finally:
         if coordinator.poll() is None:
@@ -314,9 +322,8 @@ print("fixed")
 """
 
 
-def test_a_usage_limit_is_a_durable_timer_that_survives_a_worker_restart(
-    fleet_dir, agent_script, remote, workers, tmp_path
-):
+def test_a_usage_limit_is_a_durable_timer_that_survives_a_worker_restart(fleet_dir, agent_script, workers, tmp_path):
+    remote = workers.remote
     path = write_fleet(fleet_dir, agent_script(LIMITED), {"quota": 1}, marks=True)
     first = workers.start("one")
     coordinator = submit_in_background(fleet_dir, path, remote, workers)
@@ -342,7 +349,8 @@ def test_a_usage_limit_is_a_durable_timer_that_survives_a_worker_restart(
     assert "EVENT_TYPE_TIMER_FIRED" in events
 
 
-def test_temporal_options_without_temporal_are_refused(fleet_dir, agent_script, remote):
+def test_temporal_options_without_temporal_are_refused(fleet_dir, agent_script):
+    remote = fleet_dir / "remote.git"  # never reached: the options are refused first
     path = write_fleet(fleet_dir, agent_script("print('x')"), {"a": 1})
     done = loope(fleet_dir, "fleet", str(path), "--remote", str(remote))
     assert done.returncode == 2
@@ -352,7 +360,8 @@ def test_temporal_options_without_temporal_are_refused(fleet_dir, agent_script, 
     assert "--temporal needs --remote" in missing.stderr
 
 
-def test_an_unreachable_server_is_one_clear_line(fleet_dir, agent_script, remote):
+def test_an_unreachable_server_is_one_clear_line(fleet_dir, agent_script):
+    remote = fleet_dir / "remote.git"
     path = write_fleet(fleet_dir, agent_script("print('x')"), {"a": 1})
     done = loope(fleet_dir, "fleet", str(path), "--temporal", f"127.0.0.1:{free_port()}", "--remote", str(remote))
     assert done.returncode == 2, done.stderr

@@ -108,6 +108,14 @@ def resume(run_ref: str, lock_fd: int | None, workdir: Path | None, **output: An
 
     root = project_dir(workdir)
     rundir = find_run(root, run_ref)
+    on_temporal = rundir.read_json("run.json").get("temporal")
+    if isinstance(on_temporal, dict) and lock_fd is None and is_running(rundir.root):
+        from loope.errors import LoopeError
+
+        raise LoopeError(
+            f"run {rundir.run_id} runs on Temporal (workflow {on_temporal.get('workflow_id')}); follow it again"
+            " with `loope fleet continue FLEET` (`loope fleet status` lists the fleets), not resume"
+        )
     # A pending stop request is kept: it was made for this run (while its runner was dead, or
     # between `run --detach` and its background runner), and a refused resume must not erase it.
     engine = Engine.resume(rundir, lambda spec: for_project(spec, views(**output)), lock_fd=lock_fd)

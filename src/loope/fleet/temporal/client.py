@@ -96,6 +96,6 @@ class Bridge:
         """Signal the loop to stop; False when its workflow is not running."""
         try:
             self.call(self.client.get_workflow_handle(key).signal("stop", now))
-        except RPCError:
+        except RPCError:  # no such workflow, or it already ended
             return False
         return True

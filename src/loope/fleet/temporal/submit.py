@@ -63,6 +63,7 @@ class TemporalCoordinator(Coordinator):
     bridge: Bridge | None = None
     project: Path = field(default_factory=Path.cwd)
     _synced: dict[str, str] = field(default_factory=dict, init=False)
+    _forwarded: dict[str, bool] = field(default_factory=dict, init=False)
     _locks: dict[str, RunnerLock] = field(default_factory=dict, init=False)
     """The runs this process follows hold their lock here, so they read as alive and no one else runs them."""
 
@@ -130,7 +131,9 @@ class TemporalCoordinator(Coordinator):
                 if not lock.acquire():
                     continue  # another coordinator follows this loop
                 self._locks[name] = lock
-            status = self._bridge.status(workflow_key(self.project, self.fleet_id, name))
+            key = workflow_key(self.project, self.fleet_id, name)
+            self._forward_stop(key, Path(row["workdir"]), row["run_id"])
+            status = self._bridge.status(key)
             if status is None:
                 continue
             ended = status.state not in OPEN
@@ -141,6 +144,15 @@ class TemporalCoordinator(Coordinator):
             if ended:
                 self.store.update_fleet_task(self.fleet_id, name, status=status.state)
                 self._locks.pop(name).release()
+
+    def _forward_stop(self, key: str, workdir: Path, run_id: str) -> None:
+        """A stop asked of the run here (`loope stop RUN`, the dashboard, MCP) becomes its workflow's signal."""
+        from loope.store.db import Store
+
+        asked, now = Store.for_project(workdir).stop_flags(run_id)
+        if asked and self._forwarded.get(key) != now:
+            self._bridge.stop(key, now=now)
+            self._forwarded[key] = now
 
 
 def _prepare(spec: Any, remote: str, key: str) -> tuple[str, str, str, RunnerLock]:
@@ -251,6 +263,6 @@ def stop_fleet(store: FleetStore, fleet_id: str, settings: TemporalSettings, *, 
     asked = 0
     with Bridge(settings.address, settings.namespace) as bridge:
         for row in store.fleet_tasks(fleet_id):
-            if row["status"] == "running":
+            if row["run_id"]:  # its workflow may have started; one that ended refuses the signal
                 asked += int(bridge.stop(workflow_key(project, fleet_id, row["name"]), now=now))
     return asked
