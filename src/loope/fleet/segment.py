@@ -140,9 +140,10 @@ class Segment:
         repo.run("worktree", "prune")
         rundir.mkdir(parents=True)
         transport.unpack(repo, commit, rundir)
-        record = json.loads((rundir / "run.json").read_text(encoding="utf-8"))
         tree = rundir / "workspace"
-        repo.run("worktree", "add", "-q", "-f", "-B", record["workspace"]["branch"], str(tree), head)
+        repo.run(
+            "worktree", "add", "-q", "-f", "--detach", str(tree), head
+        )  # as a local run's: the branch is published
         git_dir = Path(Git(tree).out("rev-parse", "--absolute-git-dir"))
         workspace = tree / order.sub if order.sub != "." else tree
         transport.place_state(rundir, workspace)

@@ -64,9 +64,10 @@ def push(repo: Git, rundir: Path, remote: str, ref: str, key: str) -> Snapshot:
     workspace = Path(record["workspace"]["path"])
     head = Git(workspace).out("rev-parse", "HEAD")
     parents = [head]
-    completed = record.get("completed_head")
-    if isinstance(completed, str) and completed and completed != head:
-        parents.append(completed)
+    # The kept state, and the user's HEAD the run's branch is replayed on: their objects travel too.
+    for extra in (record.get("completed_head"), record["workspace"].get("start")):
+        if isinstance(extra, str) and extra and extra not in parents:
+            parents.append(extra)
     with _git_lock(repo):
         commit = _commit(repo, rundir, workspace, parents, f"loope records of {record['run_id']}")
         _push(repo, remote, [f"{commit}:{ref}", f"+{head}:{branch_ref(key)}"])
