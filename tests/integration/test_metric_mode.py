@@ -105,6 +105,10 @@ def test_scores_5_3_9_keep_the_best_3_and_revert_the_third_attempt(scored, agent
     assert "+SCORE = 9" in diff
     ref = f"refs/loope/{run['run_id']}/attempt-3"
     assert scored.git("show", f"{ref}:solution.py") == "SCORE = 9\n"
+    # The run's branch holds the kept states only: the reverted attempt is not among its commits.
+    branch = run["workspace"]["branch"]
+    assert scored.git("show", f"{branch}:solution.py") == "SCORE = 3\n"
+    assert len(scored.git("rev-list", f"HEAD..{branch}").split()) == 2
     assert not scored.git("for-each-ref", f"refs/loope/{run['run_id']}/attempt-1")
     # The score log starts with the first attempt (all of it: see the test below).
     assert score_log(scored)[0][1:] == ["1", "5", "kept"]
