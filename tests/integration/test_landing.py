@@ -203,3 +203,41 @@ def test_an_in_place_run_says_there_is_nothing_to_land(project, agent_script, cl
     assert "land:   nothing to do, the run changed the workdir in place" in result.out
     assert "loope apply" not in result.out
     assert project.read("calc.py") == "def add(a, b):\n    return a + b\n"
+
+
+REPLACE_FIX = (
+    "p = pathlib.Path('calc.py')\n"
+    "p.write_text(p.read_text().replace('a - b', 'a + b'))\n"
+    "print('fixed add: it returns a + b now')\n"
+)
+
+
+def test_a_file_the_user_had_changed_too_carries_only_the_runs_change(project, agent_script, cli):
+    head = project.git("rev-parse", "HEAD").strip()
+    project.write("calc.py", "# my note, not committed\n\n" + project.read("calc.py"))
+    result = cli(
+        "run", "fix add", "--implementer", agent_script(REPLACE_FIX), "--no-review", "--verify-cmd", GATE,
+        cwd=project.path,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.out + result.err
+    branch = project.run_json()["workspace"]["branch"]
+    # The run's change, made on the committed calc.py: the user's note is theirs, not the branch's.
+    assert project.git("show", f"{branch}:calc.py") == "def add(a, b):\n    return a + b\n"
+    assert project.git("rev-parse", f"{branch}~1").strip() == head
+    project.git("stash", "-q")
+    project.git("merge", "--ff-only", "-q", branch)
+    project.git("stash", "pop", "-q")
+    assert project.read("calc.py") == "# my note, not committed\n\ndef add(a, b):\n    return a + b\n"
+
+
+def test_a_file_whose_changes_do_not_merge_comes_as_the_run_left_it(project, agent_script, cli):
+    project.write("calc.py", project.read("calc.py") + "# my note, next to the run's change\n")
+    result = cli(
+        "run", "fix add", "--implementer", agent_script(REPLACE_FIX), "--no-review", "--verify-cmd", GATE,
+        cwd=project.path,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.out + result.err
+    branch = project.run_json()["workspace"]["branch"]
+    assert project.git("show", f"{branch}:calc.py") == (
+        "def add(a, b):\n    return a + b\n# my note, next to the run's change\n"
+    )

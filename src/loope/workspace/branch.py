@@ -6,7 +6,8 @@ what loope diffs, keeps and reverts. A ``git merge`` of the branch must not brin
 along. So the branch holds each of the run's commits again — same message, author and dates — on
 the commit the user had checked out, each carrying only the files the run changed: the user's
 untracked files and uncommitted edits stay theirs. A file the run changed that the user had also
-changed comes as the run left it.
+changed gets the run's change made on the user's committed version (a 3-way merge), or, where that
+does not merge cleanly, comes as the run left it.
 
 Replaying is deterministic (same trees, parents, messages and dates give the same commits), so a
 run continued later extends the branch a user may already have merged.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,10 +87,33 @@ def _entries(git: Git, paths: list[str], start: str, base: str, commit: str) -> 
     theirs = _files(git, start, paths) if start else {}
     lines = []
     for path in paths:
-        entry = now.get(path) if now.get(path) != was.get(path) else theirs.get(path)
+        ran, started, had = now.get(path), was.get(path), theirs.get(path)
+        entry = had if ran == started else ran
+        if ran is not None and started is not None and had is not None and ran != started != had:
+            entry = _merged(git, started, had, ran)  # a file the user had changed too
         meta = f"{entry.mode} {entry.sha}" if entry is not None else _NO_ENTRY
         lines.append(f"{meta}\t".encode() + os.fsencode(path) + b"\0")
     return b"".join(lines)
+
+
+def _merged(git: Git, started: TreeEntry, had: TreeEntry, ran: TreeEntry) -> TreeEntry:
+    """The run's change to a file (``started`` → ``ran``) made on the user's HEAD version ``had``, 3-way.
+
+    The run's own version when that does not merge cleanly (or the file is binary, or a link).
+    """
+    if not started.mode == had.mode == ran.mode or ran.mode not in ("100644", "100755"):
+        return ran
+    blobs = git.blobs([had.sha, started.sha, ran.sha])
+    with tempfile.TemporaryDirectory(prefix="loope-merge-") as tmp:
+        names = []
+        for name, entry in (("head", had), ("start", started), ("run", ran)):
+            Path(tmp, name).write_bytes(blobs[entry.sha])
+            names.append(str(Path(tmp, name)))
+        merged = git.run("merge-file", "-p", "-q", *names, check=False)
+    if merged.exit_code != 0:
+        return ran
+    sha = git.run("hash-object", "-w", "--no-filters", "--stdin", stdin=merged.stdout or b"").text.strip()
+    return TreeEntry(ran.mode, sha)
 
 
 def _files(git: Git, ref: str, paths: list[str]) -> dict[str, TreeEntry]:
