@@ -152,14 +152,27 @@ def workflow(address: str, fleet_dir: Path, task: str, fleet_id: str = "0001-fle
     return asyncio.run(ask())
 
 
-def waiting(address: str, fleet_dir: Path, task: str) -> bool:
-    """Whether the loop's workflow waits on its timer (False while it does not exist yet)."""
-    from temporalio.service import RPCError
+def fleet_workflow(fleet_dir: Path) -> dict | None:
+    """The fleet's first loop as `loope fleet status` reports its workflow's status query (None: not yet)."""
+    done = loope(fleet_dir, "fleet", "status", "0001", "--json")
+    if done.returncode != 0:  # the fleet is not recorded yet
+        return None
+    return json.loads(done.stdout)["tasks"][0].get("workflow")
 
-    try:
-        return workflow(address, fleet_dir, task)[0]["state"] == "waiting"
-    except RPCError:
-        return False
+
+def history(address: str, fleet_dir: Path, task: str) -> list[str]:
+    """The types of the events in the loop's workflow history (the server's, no worker needed)."""
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import Client
+
+    from loope.fleet.temporal.submit import workflow_key
+
+    async def ask() -> list[str]:
+        client = await Client.connect(address)
+        handle = client.get_workflow_handle(workflow_key(fleet_dir, "0001-fleet", task))
+        return [EventType.Name(e.event_type) for e in (await handle.fetch_history()).events]
+
+    return asyncio.run(ask())
 
 
 def implementer_iterations(record: dict) -> list[int]:
@@ -315,26 +328,33 @@ LIMITED = """
 marker = pathlib.Path("../limited-once")
 if not marker.exists():
     marker.write_text("")
-    print(json.dumps({"type": "limit", "reset_at": int(__import__("time").time()) + 4}))
+    print(json.dumps({"type": "limit", "reset_at": int(__import__("time").time()) + 8}))
     sys.exit(1)
 pathlib.Path("calc.py").write_text("def add(a, b):\\n    return a + b\\n")
 print("fixed")
 """
 
 
-def test_a_usage_limit_is_a_durable_timer_that_survives_a_worker_restart(fleet_dir, agent_script, workers, tmp_path):
-    remote = workers.remote
+def test_a_usage_limit_is_a_durable_timer_that_survives_a_worker_restart(fleet_dir, agent_script, workers):
     path = write_fleet(fleet_dir, agent_script(LIMITED), {"quota": 1}, marks=True)
     first = workers.start("one")
-    coordinator = submit_in_background(fleet_dir, path, remote, workers)
+    coordinator = submit_in_background(fleet_dir, path, workers.remote, workers)
+    seen: list[dict] = []
+
+    def waiting() -> bool:
+        state = fleet_workflow(fleet_dir)
+        if state and state["state"] == "waiting":
+            seen.append(state)
+        return bool(seen)
+
     try:
-        wait_for(lambda: waiting(workers.address, fleet_dir, "quota"), "the loop to wait for the limit's reset")
-        status, events = workflow(workers.address, fleet_dir, "quota")
-        assert status["waiting_until"] is not None
-        assert "EVENT_TYPE_TIMER_STARTED" in events  # a durable timer, not an activity holding a slot
-        assert events.count("EVENT_TYPE_ACTIVITY_TASK_COMPLETED") == 1
+        wait_for(waiting, "the loop to wait for the limit's reset")
         os.killpg(first.pid, signal.SIGKILL)  # no worker while the quota resets
         first.wait(30)
+        assert seen[0]["waiting_until"] is not None
+        events = history(workers.address, fleet_dir, "quota")
+        assert "EVENT_TYPE_TIMER_STARTED" in events  # a durable timer, not an activity holding a slot
+        assert events.count("EVENT_TYPE_ACTIVITY_TASK_COMPLETED") == 1
         workers.start("two")
         out, _ = coordinator.communicate(timeout=DEADLINE_S)
     finally:
@@ -345,7 +365,7 @@ def test_a_usage_limit_is_a_durable_timer_that_survives_a_worker_restart(fleet_d
     assert record["status"] == "converged", record["stop_detail"]
     assert record["iterations"] == 1
     assert len(record["discarded_steps"]) == 1  # the limited attempt: set aside, its spend kept
-    _, events = workflow(workers.address, fleet_dir, "quota")
+    events = history(workers.address, fleet_dir, "quota")
     assert "EVENT_TYPE_TIMER_FIRED" in events
 
 

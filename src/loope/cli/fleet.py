@@ -179,11 +179,46 @@ def status(fleet_ref: str | None, json_: bool, workdir: Path | None) -> int:
             click.echo(totals_line(view))
         return 0
     view = fleet_view(store, _find(store, fleet_ref))
+    states = _workflow_states(store, view.fleet_id)
     if json_:
-        click.echo(json.dumps(view.to_dict(), indent=2))
-    else:
-        click.echo("\n".join(final_lines(view)))
+        data = view.to_dict()
+        if states is not None:
+            for task in data["tasks"]:
+                task["workflow"] = states.get(task["name"])
+        click.echo(json.dumps(data, indent=2))
+        return 0
+    click.echo("\n".join(final_lines(view)))
+    for name, state in (states or {}).items():
+        click.echo(f"  {name}: workflow {_workflow_text(state)}")
     return 0
+
+
+def _workflow_states(store: FleetStore, fleet_id: str) -> dict[str, Any] | None:
+    """A fleet on Temporal: each loop's workflow as its status query answers now (None: a local fleet)."""
+    row = store.get_fleet(fleet_id) or {}
+    if not row.get("temporal"):
+        return None
+    from loope.errors import LoopeError
+    from loope.fleet.temporal.submit import TemporalSettings, workflow_states
+
+    try:
+        return workflow_states(store, fleet_id, TemporalSettings.from_json(row["temporal"]))
+    except LoopeError as exc:
+        click.echo(f"the workflows cannot be asked: {exc.message}", err=True)
+        return {}
+
+
+def _workflow_text(state: dict[str, Any] | None) -> str:
+    if state is None:
+        return "not known (no worker answers its query)"
+    from loope.text import local_clock
+
+    parts = [f"{state['state']} after {state['completed']} iteration(s)"]
+    if state.get("waiting_until"):
+        parts.append(f"waiting for the usage limit until {local_clock(state['waiting_until'])}")
+    if state.get("retried"):
+        parts.append(f"{state['retried']} attempt(s) run again (${state['lost_usd']:.4f} lost)")
+    return ", ".join(parts)
 
 
 @fleet.command()
@@ -198,15 +233,17 @@ def stop(fleet_ref: str, now: bool, workdir: Path | None) -> int:
 
     store = _store(workdir)
     fleet_id = _find(store, fleet_ref)
-    store.request_fleet_stop(fleet_id, now=now)
     row = store.get_fleet(fleet_id) or {}
     if row.get("temporal"):
         from loope.fleet.temporal.submit import TemporalSettings, stop_fleet
 
+        # The signals first: the coordinator, once it sees the fleet's flag, signals the loops too.
         asked = stop_fleet(store, fleet_id, TemporalSettings.from_json(row["temporal"]), now=now)
+        store.request_fleet_stop(fleet_id, now=now)
         when = "killing the iteration in flight" if now else "after the iteration in flight"
         click.echo(f"stop signalled to {asked} loop(s) of fleet {fleet_id}: they stop {when}")
         return 0
+    store.request_fleet_stop(fleet_id, now=now)
     view = fleet_view(store, fleet_id)
     asked = 0
     for task in view.tasks:

@@ -52,10 +52,8 @@ class SegmentReport:
     stop_reason: str | None
     stop_detail: str | None
     completed: int
-    iterations: int
     cost_usd: float
     tokens: int
-    steps: int
     records: str
     head: str
     reset_at: float | None = None

@@ -266,3 +266,15 @@ def stop_fleet(store: FleetStore, fleet_id: str, settings: TemporalSettings, *, 
             if row["run_id"]:  # its workflow may have started; one that ended refuses the signal
                 asked += int(bridge.stop(workflow_key(project, fleet_id, row["name"]), now=now))
     return asked
+
+
+def workflow_states(store: FleetStore, fleet_id: str, settings: TemporalSettings) -> dict[str, dict[str, Any] | None]:
+    """Each started loop's status query (or result), by task; None where Temporal cannot say."""
+    project = store.path.parent.parent
+    states: dict[str, dict[str, Any] | None] = {}
+    with Bridge(settings.address, settings.namespace) as bridge:
+        for row in store.fleet_tasks(fleet_id):
+            if row["run_id"]:
+                status = bridge.status(workflow_key(project, fleet_id, row["name"]))
+                states[row["name"]] = asdict(status) if status is not None else None
+    return states
