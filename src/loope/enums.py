@@ -37,6 +37,8 @@ class WorkspaceMode(StrEnum):
     COPY = "copy"
     IN_PLACE = "in-place"
     OVERLAY = "overlay"
+    AUTO = "auto"
+    """An overlay where one works on this machine, else the default (never recorded: the mode chosen is)."""
 
 
 class SandboxMode(StrEnum):

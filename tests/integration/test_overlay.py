@@ -158,11 +158,22 @@ def test_where_the_overlay_cannot_work_the_run_says_so_in_one_line_and_leaves_no
     assert {k: v for k, v in snapshot(project.path).items() if not k.startswith(".loope")} == {
         k: v for k, v in before.items() if not k.startswith(".loope")
     }
-    cached = json.loads((tmp_path / "cache" / "loope" / "overlay-probe.json").read_text())
-    assert [entry["works"] for entry in cached.values()] == [False]
-    fine = loope(*run_args(shell_implementer(tmp_path / "b", "echo hi\n"), "--max-iters", "1"), cwd=project.path)
-    assert fine.returncode == 1, fine.stderr  # outside the jail it works (another probe key): the gate fails
-    assert len(project.runs()) == 1
+    cache = tmp_path / "cache" / "loope" / "overlay-probe.json"
+    assert [entry["works"] for entry in json.loads(cache.read_text()).values()] == [False]
+    # auto there: the usual worktree, and one line that says why.
+    auto = [*run_args(shell_implementer(tmp_path / "b", "echo hi\n"), "--max-iters", "1"), "--workspace", "auto"]
+    fallen = loope(*auto, cwd=project.path, prefix=jail)
+    assert fallen.returncode == 1, fallen.stdout + fallen.stderr  # the gate fails: calc.py is not fixed
+    assert project.run_json()["workspace"]["mode"] == "worktree"
+    started = json.loads((project.runs()[-1] / "events.jsonl").read_text().splitlines()[0])
+    (note,) = [w for w in started["warnings"] if "overlay" in w]
+    assert note.startswith("no overlay workspace here (")
+    assert note.endswith("); using a worktree")
+    assert note in fallen.stdout
+    # auto outside the jail (another probe, cached apart): an overlay.
+    assert loope(*auto, cwd=project.path).returncode == 1
+    assert project.run_json()["workspace"]["mode"] == "overlay"
+    assert sorted(entry["works"] for entry in json.loads(cache.read_text()).values()) == [False, True]
 
 
 FORKS = """

@@ -31,7 +31,7 @@ from loope.enums import AttemptVerdict, Direction, ReviewVerdict, Role, StepKind
         (ReviewVerdict, ["PASS", "BLOCK"]),
         (AttemptVerdict, ["kept", "reverted", "converged"]),
         (StepKind, ["gate", "metric", "success"]),
-        (WorkspaceMode, ["worktree", "copy", "in-place", "overlay"]),
+        (WorkspaceMode, ["worktree", "copy", "in-place", "overlay", "auto"]),
     ],
 )
 def test_each_closed_set_serializes_as_its_strings(enum, strings):

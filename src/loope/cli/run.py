@@ -60,7 +60,9 @@ from loope.cli.options import output_options, views
 @click.option("--protect", multiple=True, metavar="GLOB", help="These paths may not change (repeatable).")
 @click.option("--success-cmd", metavar="CMD", help="Run after each iteration; exit 0 means done.")
 @click.option("--workdir", type=click.Path(path_type=Path), help="The project directory. [default: .]")
-@click.option("--workspace", type=click.Choice(["worktree", "copy", "in-place", "overlay"]), help="Where agents work.")
+@click.option(
+    "--workspace", type=click.Choice(["worktree", "copy", "in-place", "overlay", "auto"]), help="Where agents work."
+)
 @click.option("--branch", metavar="NAME", help="The run branch. [default: loope/<run-id>]")
 @click.option("--isolate-home", is_flag=True, default=None, help="A private agent config dir per step.")
 @click.option(

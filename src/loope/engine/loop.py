@@ -251,6 +251,7 @@ class Engine:
                 sandbox=SandboxInfo(self.sandbox.enabled, spec.sandbox, spec.sandbox_network),
                 warnings=[f"--editable/--protect {p!r} matches no file" for p in warnings]
                 + ([self.sandbox.warning] if self.sandbox.warning else [])
+                + ([self.run_state.workspace.note] if self.run_state.workspace.note else [])
                 + (
                     [f"--max-cost cannot see what {', '.join(blind)} spend (their CLIs report no cost)"]
                     if spec.max_cost is not None and (blind := self.agents.cost_blind())

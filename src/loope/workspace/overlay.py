@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loope.enums import WorkspaceMode
 from loope.errors import LoopeError
 from loope.proc import run_process
 from loope.records.atomic import write_text
@@ -46,6 +48,17 @@ def store_of(workdir: Path) -> Store:
 def probe(workdir: Path) -> overlayfs.Probe:
     """Whether overlay workspaces work for ``workdir`` on this machine (asked once, then cached)."""
     return overlayfs.probe(ensure_loope_dir(workdir))
+
+
+def choose(workdir: Path, top: Path | None) -> tuple[WorkspaceMode | None, str | None]:
+    """``--workspace auto``: an overlay where one works here, else the usual default and a line saying why."""
+    if top is None:
+        return None, None  # not a git repository: a copy, as always
+    found = probe(workdir)
+    if found.works and threading.active_count() == 1:
+        return WorkspaceMode.OVERLAY, None
+    reason = found.reason if not found.works else "this process already runs threads"
+    return None, f"no overlay workspace here ({reason}); using a worktree"
 
 
 def create(workdir: Path, top: Path, run_dir: Path) -> tuple[Path, Path, str]:

@@ -56,6 +56,8 @@ class Workspace:
     """Tells which paths changed, so a step costs what it touched (set by ``start_watching``)."""
     mirror: Path | None = None
     """The index the agent's own git commands read, kept equal to loope's after each commit."""
+    note: str | None = None
+    """One line for the user about how the mode was chosen (``auto`` where an overlay cannot work)."""
     clean: bool = False
     """loope's index is known to equal ``head`` (nothing staged since the last commit, reset or restore)."""
     _head_tree: str | None = None
@@ -70,6 +72,11 @@ class Workspace:
         cls, workdir: Path, run_dir: Path, run_id: str, mode: WorkspaceMode | None, branch: str | None
     ) -> Workspace:
         top = toplevel(workdir)
+        note = None
+        if mode == WorkspaceMode.AUTO:
+            from loope.workspace.overlay import choose
+
+            mode, note = choose(workdir, top)
         chosen = mode or (WorkspaceMode.WORKTREE if top else WorkspaceMode.COPY)
         if chosen == WorkspaceMode.OVERLAY:
             ws = cls._overlay(workdir, top, run_dir)
@@ -82,6 +89,7 @@ class Workspace:
         else:
             ws = cls._in_place(workdir, run_dir)
         ws._own_index(run_dir)
+        ws.note = note
         return ws
 
     @classmethod
@@ -125,8 +133,7 @@ class Workspace:
         if top is None:
             raise LoopeError(f"{workdir} is not in a git repository; run `git init` there or use --workspace copy")
         tree, git_dir, base = overlay.create(workdir, top, run_dir)
-        path = tree / workdir.resolve().relative_to(top.resolve())
-        ensure_loope_dir(path)
+        path = ensure_loope_dir(tree / workdir.resolve().relative_to(top.resolve())).parent
         return cls(WorkspaceMode.OVERLAY, path, _confined(tree, git_dir), base, base, git_dir=git_dir, run_dir=run_dir)
 
     @classmethod
