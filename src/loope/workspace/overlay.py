@@ -63,6 +63,7 @@ def choose(workdir: Path, top: Path | None) -> tuple[WorkspaceMode | None, str |
 
 def create(workdir: Path, top: Path, run_dir: Path) -> tuple[Path, Path, str]:
     """Make ``run_dir``'s overlay workspace over the user's current state: its tree, git dir and base commit."""
+    workdir, run_dir = workdir.absolute(), run_dir.absolute()  # recorded, and used from other directories
     found = probe(workdir)
     if not found.works:
         raise LoopeError(f"--workspace overlay does not work here ({found.reason}); use --workspace worktree")

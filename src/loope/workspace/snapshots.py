@@ -49,6 +49,7 @@ class Store:
     """A project's snapshots (``<workdir>/.loope/snapshots``)."""
 
     def __init__(self, root: Path) -> None:
+        root = root.absolute()  # git runs in other directories
         self.git_dir = root / "git"
         self.root = root / "layers"
         """The layers: hidden from every process a run starts (their objects in ``git_dir`` are not)."""
