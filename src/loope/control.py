@@ -105,10 +105,14 @@ def waiting_text(waiting: Any) -> str | None:
 
 def _state_path(row: dict[str, Any], record: dict[str, Any]) -> Path | None:
     if row.get("state_file"):
-        return Path(row["state_file"])
+        from loope.workspace.loopedir import outside_view
+
+        return outside_view(Path(row["state_file"]))
     workspace = record.get("workspace")
     if isinstance(workspace, dict) and workspace.get("path"):
-        return Path(workspace["path"]) / ".loope" / "state.md"
+        from loope.workspace.loopedir import outside_view
+
+        return outside_view(Path(workspace["path"]) / ".loope" / "state.md")
     return None
 
 

@@ -26,18 +26,6 @@ def loope(tmp_path: Path):  # type: ignore[no-untyped-def]
     return invoke
 
 
-def dirty(project: Project) -> None:
-    """Uncommitted, staged, untracked and ignored files, as users have."""
-    project.write("README.md", "committed\n")
-    project.write(".gitignore", "__pycache__/\n.pytest_cache/\n*.log\n")
-    project.commit("readme")
-    project.write("README.md", "committed\nand an uncommitted line\n")
-    project.write("staged.txt", "staged\n")
-    project.git("add", "staged.txt")
-    project.write("untracked.txt", "new\n")
-    project.write("debug.log", "ignored\n")
-
-
 def run_args(implementer: str, *extra: str) -> list[str]:
     return ["run", "fix add", "--implementer", implementer, "--no-review", "--verify-cmd", GATE,
             "--workspace", "overlay", "--plain", *extra]  # fmt: skip

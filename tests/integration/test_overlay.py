@@ -18,9 +18,10 @@ import time
 import pytest
 
 from tests.helpers.attacks import shell_implementer
-from tests.helpers.overlay import LOOPE, dirty, layers, loope, our_mounts, run_args
+from tests.helpers.overlay import LOOPE, layers, loope, our_mounts, run_args
 from tests.helpers.tree_snapshot import snapshot
 from tests.integration.test_metric_mode import CHEAP_GATE, METRIC, scored, scoring_agent
+from tests.integration.test_workspaces import make_dirty as dirty
 
 __all__ = ["loope", "scored"]  # fixtures
 
@@ -132,6 +133,9 @@ def test_a_killed_runner_leaves_no_mount_and_resume_takes_over(project, tmp_path
             break
         time.sleep(0.05)
     assert edited.exists()
+    status = json.loads(loope("status", "0001", "--json", cwd=project.path).stdout)
+    assert status["state_problem"] is None  # read from the upper layer: the merged view is the runner's alone
+    assert status["frontmatter"]["loop_id"] == "0001-fix-add"
     runner.send_signal(signal.SIGKILL)
     runner.wait()
     assert our_mounts(project.path) == []

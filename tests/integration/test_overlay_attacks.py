@@ -17,8 +17,9 @@ import pytest
 from loope.workspace.loopedir import ensure_loope_dir
 from loope.workspace.snapshots import Store
 from tests.helpers.attacks import shell_implementer
-from tests.helpers.overlay import dirty, layers, loope, our_mounts, run_args
+from tests.helpers.overlay import layers, loope, our_mounts, run_args
 from tests.helpers.tree_snapshot import repo_changes, snapshot
+from tests.integration.test_workspaces import make_dirty as dirty
 
 __all__ = ["loope"]  # the fixture, shared with test_overlay.py
 

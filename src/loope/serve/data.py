@@ -104,12 +104,13 @@ def runs_stamp(all_projects: list[Project]) -> tuple[Any, ...]:
 def run_detail(project: Project, rundir: RunDir) -> dict[str, Any]:
     """Everything the run page draws: the record, the folded events, the state file, the metric."""
     from loope.ui.model import read_view
+    from loope.workspace.loopedir import outside_view
 
     record = _json(rundir / "run.json")
     spec = _json(rundir / "spec.json")
     view, offset = read_view(rundir / "events.jsonl")
     workspace: dict[str, Any] = record["workspace"] if isinstance(record.get("workspace"), dict) else {}
-    state = _read_text(Path(workspace["path"]) / ".loope" / "state.md") if workspace.get("path") else None
+    state = _read_text(outside_view(Path(workspace["path"]) / ".loope" / "state.md")) if workspace.get("path") else None
     steps = sorted(p.name for p in (rundir / "agents").glob("*") if p.is_dir()) if (rundir / "agents").is_dir() else []
     return {
         **run_row(project, rundir),

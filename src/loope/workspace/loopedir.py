@@ -22,3 +22,13 @@ def ensure_loope_dir(root: Path) -> Path:
     if not ignore.exists():
         write_text(ignore, _IGNORE_ALL)
     return path
+
+
+def outside_view(path: Path) -> Path:
+    """``path`` in a run's workspace as another process can read it: an overlay's merged view is the runner's
+    alone, so a file the run wrote is read from its upper layer."""
+    for parent in path.parents:
+        if parent.name == "workspace" and (parent.parent / "overlay.json").is_file():
+            upper = parent.parent / "upper" / path.relative_to(parent)
+            return upper if upper.is_file() and not path.exists() else path
+    return path
