@@ -8,8 +8,14 @@ is tested on such a directory made by hand; mounting is tested in tests/integrat
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from loope.workspace.changes import ChangeTracker
 from loope.workspace.git import Git
@@ -106,3 +112,19 @@ def test_the_state_is_read_without_writing_to_the_users_repository_and_layers_ho
     again = store.state(proj.path)
     assert again == state
     assert store.snapshot(again) == index
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to become another user")
+def test_an_unprivileged_user_mounts_the_overlay_in_a_user_namespace_of_their_own():
+    # The probe's own check (mount, copy-up, whiteout, opaque directory in user.* xattrs), run as nobody.
+    root = Path(tempfile.mkdtemp(prefix="loope-userns-"))
+    try:
+        root.chmod(0o777)
+        child = "import sys; from loope.workspace.overlayfs import selftest; selftest(sys.argv[1])"
+        argv = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", sys.executable, "-c", child]
+        done = subprocess.run([*argv, str(root)], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "overlay ok"
+        assert os.stat(root / "upper" / "g").st_uid == 65534  # the user stays themself in their namespace
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
