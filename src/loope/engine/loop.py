@@ -609,13 +609,16 @@ class Engine:
             record.changes = Changes(list(changes))
             write_bytes(run.rundir / "changes.diff", final.patch)
             write_text(run.rundir / "changed-files.txt", "".join(f"{c.path}\n" for c in changes))
-            if kept := publish_run(run.workspace, record.run_id):
-                record.stop_detail = f"{detail}; {kept}"
         except (LoopeError, OSError) as exc:
             record.stop_detail = f"{detail}; the final diff could not be computed: {exc}"
             if disk_full(exc) and reason != StopReason.FAILED:
                 record.status = record.stop_reason = StopReason.FAILED
                 record.stop_detail = f"{full_disk_detail(exc, ' while finalizing')}; before that: {reason}: {detail}"
+        try:
+            if kept := publish_run(run.workspace, record.run_id):
+                record.stop_detail = f"{record.stop_detail}; {kept}"
+        except (LoopeError, OSError) as exc:
+            record.stop_detail = f"{record.stop_detail}; the run's branch could not be updated: {exc}"
         run.save_if_possible()
         if self.memory is not None and not self.spec.dry_run:  # a dry run teaches nothing
             try:
