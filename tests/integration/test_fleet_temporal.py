@@ -388,3 +388,14 @@ def test_an_unreachable_server_is_one_clear_line(fleet_dir, agent_script):
     assert "cannot reach Temporal at" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (fleet_dir / "repos" / "a" / ".loope" / "runs").exists()
+
+
+def test_a_workflow_temporal_refuses_fails_its_task_in_one_line(fleet_dir, agent_script, workers):
+    path = write_fleet(fleet_dir, agent_script("print('x')"), {"a": 1})
+    argv = submit_argv(path, workers.remote, workers)[3:]  # after `python -m loope`
+    done = loope(fleet_dir, *argv, "--namespace", "no-such-namespace")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    (task,) = json.loads(loope(fleet_dir, "fleet", "status", "0001", "--json").stdout)["tasks"]
+    assert task["status"] == "failed"
+    assert "Temporal refused to start the loop's workflow" in task["error"]

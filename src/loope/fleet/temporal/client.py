@@ -60,7 +60,10 @@ class Bridge:
 
     def start(self, order: LoopOrder, task_queue: str) -> None:
         """Start the loop's workflow; one that already ran or runs under this id is left as it is."""
-        self.call(self._start(order, task_queue))
+        try:
+            self.call(self._start(order, task_queue))
+        except RPCError as exc:
+            raise LoopeError(f"Temporal refused to start the loop's workflow: {exc.message}") from None
 
     async def _start(self, order: LoopOrder, task_queue: str) -> None:
         with contextlib.suppress(WorkflowAlreadyStartedError):

@@ -107,6 +107,8 @@ class TemporalCoordinator(Coordinator):
             )
             self._bridge.start(order, settings.task_queue)
         except LoopeError as exc:
+            if task.name in self._locks:  # prepared, but no workflow runs it
+                self._locks.pop(task.name).release()
             self.store.update_fleet_task(self.fleet_id, task.name, status="failed", error=exc.message)
             return
         self._synced[task.name] = ref
