@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from tests.conftest import make_project
 from tests.helpers.attacks import shell_implementer
 from tests.helpers.overlay import LOOPE, layers, loope, our_mounts, run_args
 from tests.helpers.tree_snapshot import snapshot
@@ -239,3 +240,23 @@ def test_metric_mode_keeps_improvements_and_reverts_the_rest_in_the_merged_view(
     shown = loope("show", run.name, "--diff", cwd=scored.path)
     assert "+SCORE = 3" in shown.stdout
     assert our_mounts(scored.path) == []
+
+
+def test_a_run_in_a_subdirectory_continues_and_applies_only_its_part(tmp_path, loope):
+    repo = make_project(tmp_path / "repo")
+    repo.write("pkg/calc.py", "def add(a, b):\n    return a - b\n")
+    repo.write("pkg/tests/test_pkg_calc.py", "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    repo.commit("pkg")
+    steps = "if test -f first.txt; then printf 'def add(a, b):\\n    return a + b\\n' > calc.py; echo j > again.pyc; "
+    steps += "else echo once > first.txt; echo junk > ignored.pyc; fi\necho step\n"
+    repo.write(".gitignore", "__pycache__/\n.pytest_cache/\n*.pyc\n")
+    repo.commit("ignore pyc")
+    args = [*run_args(shell_implementer(tmp_path / "a", steps), "--max-iters", "1"), "--workdir", "pkg"]
+    assert loope(*args, cwd=repo.path).returncode == 1  # the first pass leaves the gate failing
+    more = loope("continue", "0001", "--max-iters", "1", "--workdir", "pkg", cwd=repo.path)
+    assert more.returncode == 0, more.stdout + more.stderr
+    record = json.loads((repo.path / "pkg" / ".loope" / "runs" / "0001-fix-add" / "run.json").read_text())
+    assert {c["path"] for c in record["changes"]["files"]} == {"pkg/calc.py", "pkg/first.txt"}  # no ignored file
+    assert loope("apply", "0001", "--workdir", "pkg", cwd=repo.path).returncode == 0
+    assert repo.read("pkg/calc.py") == "def add(a, b):\n    return a + b\n"
+    assert repo.read("calc.py") == "def add(a, b):\n    return a - b\n"  # the top's calc.py is not the run's

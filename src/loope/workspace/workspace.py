@@ -197,7 +197,7 @@ class Workspace:
             git = _confined(tree, git_dir) if tree is not None else Git(path)
             run_dir = tree.parent if tree is not None else None
         ws = cls(mode, path, git, base, head, branch=branch, start=start, git_dir=git_dir, run_dir=run_dir)
-        if run_dir is None or not path.is_dir():
+        if run_dir is None or not (path.is_dir() or mode == WorkspaceMode.OVERLAY):  # an overlay: mounted later
             return ws
         index = (run_dir / INDEX_FILE).absolute()
         if index.is_file():
