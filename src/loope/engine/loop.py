@@ -195,7 +195,8 @@ class Engine:
         spec = self.spec
         self.bus.run_id = rundir.run_id
         self.bus.error_log = rundir / "observer-errors.log"
-        self.bus.observers[:0] = [EventsFile(rundir / "events.jsonl"), ReportWriter(rundir)]
+        events = EventsFile(rundir / "events.jsonl")
+        self.bus.observers[:0] = [events, ReportWriter(rundir)]
         state_path = workspace.path / LOOPE_DIR / "state.md"
         workspace.start_watching()
         record.pid = os.getpid()
@@ -218,6 +219,7 @@ class Engine:
         if self.control is not None:
             self.control.watch(rundir.run_id, self._run.cancel)
         self.guard.seal(rundir / "spec.json", (rundir / "spec.json").read_bytes())
+        self.guard.logs.append(events.log)
         for name in ("ledger.jsonl", "score.log", "best", "design-contract.md"):
             path = rundir / name
             self.guard.seal(path, path.read_bytes() if path.exists() else None)

@@ -5,19 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from loope.events import Event, RunFinished
-from loope.records.atomic import append_line, write_text
+from loope.records.atomic import write_text
 from loope.records.report import render
 from loope.records.rundir import RunDir
+from loope.records.sealed import SealedLog
 
 
 class EventsFile:
-    """Appends every event to the run's events.jsonl."""
+    """Appends every event to the run's events.jsonl, a log only the runner writes (``records.sealed``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.log = SealedLog(path)
 
     def on_event(self, event: Event) -> None:
-        append_line(self.path, event.to_json())
+        self.log.append(event.to_dict())
+        if isinstance(event, RunFinished):
+            self.log.close()  # a later event (a continued run in this process) opens it again
 
 
 class ReportWriter:

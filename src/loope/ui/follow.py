@@ -50,10 +50,15 @@ class LineTail:
         self.offset = 0
         self.pending = b""
         """The start of a line not yet complete (read again once its newline is written)."""
+        self._inode: int | None = None
 
     def read_lines(self) -> list[bytes]:
         try:
             with self.path.open("rb") as handle:
+                info = os.fstat(handle.fileno())
+                if (self._inode is not None and info.st_ino != self._inode) or info.st_size < self.offset:
+                    self.offset, self.pending = 0, b""  # put back whole by its writer: read it again
+                self._inode = info.st_ino
                 handle.seek(self.offset)
                 data = handle.read()
         except OSError:
@@ -64,9 +69,19 @@ class LineTail:
 
 
 class EventTail(LineTail):
-    """The events appended to an events.jsonl since the last read, as dicts."""
+    """The events the runner appended to an events.jsonl since the last read, as dicts.
+
+    Only the runner's lines are taken: each carries the next ``seq`` (``records.sealed``); a line
+    written by anything else, or one already read before the file was put back, is skipped.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.expected: int | None = None
 
     def read(self) -> list[dict[str, Any]]:
+        from loope.records.sealed import next_line
+
         events = []
         for line in self.read_lines():
             try:
@@ -74,7 +89,9 @@ class EventTail(LineTail):
             except ValueError:
                 continue  # a torn or damaged line: skip it, never stop following
             if isinstance(event, dict):
-                events.append(event)
+                taken, self.expected = next_line(event, self.expected)
+                if taken:
+                    events.append(event)
         return events
 
 

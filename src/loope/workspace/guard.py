@@ -13,6 +13,7 @@ from pathlib import Path
 
 from loope.records.atomic import write_bytes
 from loope.records.model import FileChange
+from loope.records.sealed import SealedLog
 from loope.workspace import runner_config, safefs
 from loope.workspace.commands import files_and_shadows, shadowed_module
 from loope.workspace.gitdirs import watched_git_dirs
@@ -64,6 +65,8 @@ class Guard:
         sub = workspace.path.resolve().relative_to(top).as_posix() if workspace.path.resolve() != top else ""
         self._prefix = f"{sub}/" if sub else ""
         self.sealed: dict[Path, bytes | None] = {}
+        self.logs: list[SealedLog] = []
+        """Runner-owned logs (events.jsonl), put back after every step when anything else wrote them."""
         self._state_text: bytes | None = None
         self._git_dirs = watched_git_dirs(workspace.mode, workspace.git_dir, workspace.branch, user_repo, run_id)
         self._loope_files = self._scan_loope_dir()
@@ -275,7 +278,8 @@ class Guard:
             self.run_dir.own(step_dir)
 
     def _check_outside(self) -> list[str]:
-        return self.run_dir.restore() if self.run_dir is not None else []
+        found = self.run_dir.restore() if self.run_dir is not None else []
+        return found + [line for log in self.logs for line in log.verify()]
 
     def undo_all(self) -> list[FileChange]:
         """Undo every change since the last commit (a read-only step's or a check's); what was undone."""
