@@ -91,4 +91,5 @@ def why_cut(exc: BaseException) -> str:
         return "interrupted with Ctrl-C"
     if disk_full(exc):
         return full_disk_detail(exc)
-    return f"{type(exc).__name__}: {exc}"
+    detail = getattr(exc, "detail", None)  # a Halt: the loop stops for a reason it gives
+    return detail if isinstance(detail, str) else f"{type(exc).__name__}: {exc}"

@@ -38,6 +38,7 @@ from loope.events import (
 )
 from loope.records import ledger
 from loope.records import state as state_file
+from loope.records.anchor import RunDirAnchor
 from loope.records.atomic import append_line, write_bytes, write_text
 from loope.records.model import (
     Changes,
@@ -216,6 +217,7 @@ class Engine:
             spec, self.sandbox, workspace=workspace, rundir=rundir, state_file=state_path, guard=self.guard
         )
         self._run = RunState(spec, rundir, workspace, record, self.bus, state_path, sandbox=sandbox)
+        self._run.anchor = RunDirAnchor(rundir.root, rundir.root.parents[2])
         if self.control is not None:
             self.control.watch(rundir.run_id, self._run.cancel)
         self.guard.seal(rundir / "spec.json", (rundir / "spec.json").read_bytes())
@@ -308,6 +310,7 @@ class Engine:
             self._finalize(reason, detail)
         finally:
             run.workspace.stop_watching()
+            run.release()
             if self.control is not None:
                 self.control.close()
             self.lock.release()

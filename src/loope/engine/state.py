@@ -9,6 +9,7 @@ from pathlib import Path
 
 from loope.engine.bus import EventBus
 from loope.enums import StopReason
+from loope.records.anchor import RunDirAnchor
 from loope.records.model import RunRecord, StepRecord
 from loope.records.rundir import RunDir
 from loope.records.runjson import RunJsonWriter
@@ -37,6 +38,8 @@ class RunState:
     cancel: threading.Event = field(default_factory=threading.Event)
     sandbox: RunSandbox = UNSANDBOXED
     """Gives every step's process its box (bubblewrap, or only the nets that end what it started)."""
+    anchor: RunDirAnchor | None = None
+    """The run directory's place, held open: a step that moves it away ends the run."""
     next_step: int = 1
     started: float = field(default_factory=time.monotonic)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -47,6 +50,11 @@ class RunState:
             number = self.next_step
             self.next_step += 1
         return number, self.rundir.step_dir(number, role, adapter)
+
+    def release(self) -> None:
+        """Let go of what the run held open while it ran."""
+        if self.anchor is not None:
+            self.anchor.close()
 
     def add_step(self, step: StepRecord) -> None:
         with self._lock:

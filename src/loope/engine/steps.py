@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -16,8 +15,8 @@ from loope.agents.verdict import Verdict, parse_verdict
 from loope.engine.cutshort import Tally, why_cut
 from loope.engine.feedback import tail
 from loope.engine.retry import Attempts
-from loope.engine.state import RunState
-from loope.enums import Role, StepKind
+from loope.engine.state import Halt, RunState
+from loope.enums import Role, StepKind, StopReason
 from loope.events import (
     AgentActivity,
     AgentStepFinished,
@@ -28,8 +27,9 @@ from loope.events import (
     SuccessFinished,
     VerifyFinished,
 )
-from loope.records.atomic import append_line, write_bytes, write_text
+from loope.records.atomic import write_bytes, write_text
 from loope.records.model import FileChange, StepRecord
+from loope.records.sealed import SealedLog
 from loope.verify.gate import GateResult, check_env, pid_recorder, read_output, run_gate, run_shell
 from loope.verify.metric import Measurement
 from loope.workspace.guard import Guard
@@ -132,10 +132,13 @@ class StepRunner:
         )
 
         tally = Tally()
+        log = SealedLog(events)
+        log.open()  # held before the agent runs: what it does to the directories above changes nothing here
+        self.guard.step_logs.append(log)
 
         def on_event(event: AgentEvent) -> None:
             tally.add(event)
-            append_line(events, json.dumps(event.to_dict(), ensure_ascii=False))
+            log.append(event.to_dict())
             run.bus.emit(AgentActivity(step=number, role=role, event=event))
 
         request = AgentRequest(
@@ -161,6 +164,7 @@ class StepRunner:
         result: AgentResult | None = None
         try:
             result = self.attempts.run_agent(agent, request, step=number, adapter=agent.label)
+            self.halt_if_moved(f"step {number} ({role} {agent.label})")
             write_text(step_dir / "result.md", result.message if result.ok else f"{result.error}\n\n{result.message}")
         except BaseException as exc:
             # Ctrl-C, a full disk, a crash: what the agent reported spending still counts.
@@ -179,6 +183,14 @@ class StepRunner:
         record.model = result.model or agent.model
         record.attempts = result.attempts
         return AgentStep(record, result, step_dir)
+
+    def halt_if_moved(self, who: str) -> None:
+        """End the run when a step moved the run directory away (put back by now), before loope writes there."""
+        moved = self.run.anchor.check(who) if self.run.anchor is not None else None
+        if moved is not None:
+            for log in self.guard.logs:
+                log.verify()  # back in its place (or made again): the run's events go on there
+            raise Halt(StopReason.STEP_FAILED, moved)
 
     def _record_quietly(self, record: StepRecord) -> None:
         """Record a step cut short; a disk too full to save it now leaves it for the run's last save."""
@@ -222,6 +234,7 @@ class StepRunner:
         write_text(step_dir / "command.txt", command + "\n")
         self.guard.before_step()
         outcome = execute(step_dir)
+        self.halt_if_moved(f"step {number} ({kind} command)")
         self.guard.undo_all()  # a check must not leave changes that would count as the agent's
         return StepRecord(id=number, iteration=iteration, role=Role.VERIFIER, adapter=kind, dir=rel), outcome
 

@@ -30,7 +30,7 @@ _APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CL
 
 
 class SealedLog:
-    """Appends numbered JSON lines to ``directory/name``; ``verify`` undoes what anything else did to it."""
+    """Appends numbered JSON lines to ``path``; ``verify`` undoes what anything else did to it."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -51,8 +51,9 @@ class SealedLog:
         """Add one event (a single write: lines never interleave)."""
         with self._lock:
             try:
-                self._open()
-                self._repair()
+                self.open()
+                with contextlib.suppress(FileNotFoundError):  # its directory is gone: see ``verify``
+                    self._repair()
                 line = (json.dumps({**data, "seq": self.seq + 1}, ensure_ascii=False, default=str) + "\n").encode()
                 os.write(self._fd, line)
                 os.write(self._copy.fileno(), line)
@@ -68,6 +69,10 @@ class SealedLog:
         """Put the file back if anything else changed it since the runner last wrote; a line for each time."""
         with self._lock:
             if self._fd >= 0:
+                if os.fstat(self._dir).st_nlink == 0:
+                    # Its directory was deleted (and made again since, by ``records.anchor``): carry on there.
+                    os.close(self._dir)
+                    self._dir = os.open(self.path.parent, _DIR_FLAGS)
                 self._repair()
             found, self._found = self._found, []
             return found
@@ -85,8 +90,11 @@ class SealedLog:
 
     # -- the file as the runner left it --------------------------------------------------------
 
-    def _open(self) -> None:
-        """Carry on the file as it is (a resumed or continued run's earlier lines are kept and counted)."""
+    def open(self) -> None:
+        """Hold the file from now on, as it is (a resumed or continued run's earlier lines are kept and counted).
+
+        Called before anything else can move what lies above it; ``append`` calls it when needed.
+        """
         if self._fd >= 0:
             return
         self._dir = os.open(self.path.parent, _DIR_FLAGS)

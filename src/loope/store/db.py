@@ -28,6 +28,8 @@ class Store:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
+        self._home = _identity(path.parent)
+        """The directory holding the database: a connection is never opened in another one put in its place."""
         with self._connect() as conn:
             migrate(conn)
 
@@ -66,6 +68,11 @@ class Store:
         conn = self._reusable()
         fresh = conn is None
         if conn is None:
+            if _identity(self.path.parent) != self._home:
+                raise LoopeError(
+                    f"{self.path.parent} was moved or replaced since the run database was opened;"
+                    " loope does not open it again through what stands there now"
+                )
             try:
                 conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             except sqlite3.Error as exc:
@@ -258,3 +265,11 @@ def _row(row: sqlite3.Row) -> dict[str, Any]:
     data = dict(row)
     data["notification_ids"] = _ids(data.get("notification_ids"))
     return data
+
+
+def _identity(directory: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(directory)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino

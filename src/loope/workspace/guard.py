@@ -67,6 +67,8 @@ class Guard:
         self.sealed: dict[Path, bytes | None] = {}
         self.logs: list[SealedLog] = []
         """Runner-owned logs (events.jsonl), put back after every step when anything else wrote them."""
+        self.step_logs: list[SealedLog] = []
+        """The logs of the steps in flight (their events.jsonl): checked once, then closed, when they end."""
         self._state_text: bytes | None = None
         self._git_dirs = watched_git_dirs(workspace.mode, workspace.git_dir, workspace.branch, user_repo, run_id)
         self._loope_files = self._scan_loope_dir()
@@ -279,7 +281,11 @@ class Guard:
 
     def _check_outside(self) -> list[str]:
         found = self.run_dir.restore() if self.run_dir is not None else []
-        return found + [line for log in self.logs for line in log.verify()]
+        found += [line for log in [*self.logs, *self.step_logs] for line in log.verify()]
+        for log in self.step_logs:
+            log.close()
+        self.step_logs.clear()
+        return found
 
     def undo_all(self) -> list[FileChange]:
         """Undo every change since the last commit (a read-only step's or a check's); what was undone."""
