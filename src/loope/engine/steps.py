@@ -61,7 +61,7 @@ class StepRunner:
 
     def agent(self, agent: Agent, role: Role, iteration: int, prompt: str) -> AgentStep:
         """Run one agent step; a writing step's changes are guarded and committed."""
-        self.guard.before_step()
+        self.guard.before_step(confined=self._confined(agent))
         step = self._invoke(agent, role, iteration, prompt)
         violations, kept = self.guard.enforce()
         if mode_for(role) == "write":
@@ -81,7 +81,7 @@ class StepRunner:
         """Run read-only agents in parallel; each result carries its parsed verdict."""
         if not agents:
             return []
-        self.guard.before_step()
+        self.guard.before_step(confined=all(self._confined(agent) for agent, _ in agents))
         with ThreadPoolExecutor(max_workers=len(agents), thread_name_prefix="loope-review") as pool:
             futures = [
                 pool.submit(self._invoke, agent, role, iteration, prompt, share=len(agents), index=index)
@@ -184,6 +184,10 @@ class StepRunner:
         record.attempts = result.attempts
         return AgentStep(record, result, step_dir)
 
+    def _confined(self, agent: Agent) -> bool:
+        """Whether ``agent``'s step runs in loope's sandbox (an adapter may start its processes outside it)."""
+        return self.run.sandbox.enabled and bool(getattr(agent, "runs_in_sandbox", True))
+
     def halt_if_moved(self, who: str) -> None:
         """End the run when a step moved the run directory away (put back by now), before loope writes there."""
         moved = self.run.anchor.check(who) if self.run.anchor is not None else None
@@ -232,7 +236,7 @@ class StepRunner:
         rel = str(step_dir.relative_to(self.run.rundir.root))
         self.run.bus.emit(StepStarted(step=number, iteration=iteration, role=Role.VERIFIER, adapter=kind, dir=rel))
         write_text(step_dir / "command.txt", command + "\n")
-        self.guard.before_step()
+        self.guard.before_step(confined=self.run.sandbox.enabled)
         outcome = execute(step_dir)
         self.halt_if_moved(f"step {number} ({kind} command)")
         self.guard.undo_all()  # a check must not leave changes that would count as the agent's

@@ -46,6 +46,8 @@ class GitDirGuard:
     """Paths among other runs' refs that are always put back: this run's branch, which loope moves only
     once the run ends (an agent's commit there would be merged with the run's)."""
     _before: dict[str, _Entry] = field(default_factory=dict)
+    moved: dict[str, str] = field(default_factory=dict)
+    """Refs the last ``restore`` put back, with the commit each had moved to (to get it back, if it was wanted)."""
 
     def _owned(self, rel: str) -> bool:
         return any(rel == own or rel.startswith(f"{own}/") for own in self.own)
@@ -92,6 +94,7 @@ class GitDirGuard:
             return []
         now = self._scan()
         changed: list[str] = []
+        self.moved = {}
         for rel in sorted(set(now) - set(self._before), key=len, reverse=True):
             if self._owned(rel) or self._others(rel):
                 continue
@@ -105,6 +108,8 @@ class GitDirGuard:
                 continue
             if new is not None and new.kind == "file" and old.kind == "file" and self._same_file(rel, old):
                 continue
+            if rel.startswith("refs/") and new is not None and new.kind == "file" and new.content:
+                self.moved[rel] = new.content.decode("ascii", "replace").strip()
             self._put_back(rel, old, new)
             changed.append(rel)
         self.take()

@@ -70,6 +70,7 @@ class Guard:
         self.step_logs: list[SealedLog] = []
         """The logs of the steps in flight (their events.jsonl): checked once, then closed, when they end."""
         self._state_text: bytes | None = None
+        self._git_taken = False
         self._git_dirs = watched_git_dirs(workspace.mode, workspace.git_dir, workspace.branch, user_repo, run_id)
         self._loope_files = self._scan_loope_dir()
 
@@ -125,22 +126,39 @@ class Guard:
             violations.append(f"{path.name} is written only by loope; the change to it was undone")
         return violations
 
-    def before_step(self) -> None:
-        """Note what a step may disturb but loope must be able to put back: the state file, the git dirs."""
+    def before_step(self, *, confined: bool = False) -> None:
+        """Note what a step may disturb but loope must be able to put back: the state file, the git dirs.
+
+        ``confined``: the step runs in loope's sandbox, where the git dirs are read-only. A change to
+        them during the step is then not the step's but the user's (a commit in their own checkout),
+        and stays.
+        """
         state = self._state_rel()
         if state is not None:
             self._state_text = safefs.read_bytes(self.workspace.path, state)
-        for _, watched in self._git_dirs:
+        self._git_taken = not confined
+        for _, watched in self._git_dirs if self._git_taken else []:
             watched.take()
         if self.run_dir is not None:
             self.run_dir.take()
 
     def _check_git_dirs(self) -> list[str]:
-        """Put the repository's git dirs back as they were before the step (before loope runs git again)."""
+        """Put the repository's git dirs back as they were before the step (before loope runs git again).
+
+        Without the sandbox, whoever moved a ref (the step, or the user committing in their own
+        checkout meanwhile) cannot be told: it is put back, and the line names the commit it had
+        moved to, which stays in the repository.
+        """
         violations = []
-        for label, watched in self._git_dirs:
+        for label, watched in self._git_dirs if self._git_taken else []:
             for rel in watched.restore():
-                violations.append(f"{label}/{rel} is outside the workspace; the step's change to it was undone")
+                line = f"{label}/{rel} is outside the workspace; the step's change to it was undone"
+                if rel in watched.moved:
+                    sha = watched.moved[rel]
+                    line += (
+                        f" (it had moved to {sha}; if that commit was yours, `git branch <name> {sha}` gets it back)"
+                    )
+                violations.append(line)
         if violations:
             self.workspace.git.refresh_drivers()
         return violations

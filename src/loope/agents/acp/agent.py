@@ -41,6 +41,9 @@ class AcpAgent:
     info: ClassVar[AdapterInfo] = GENERIC
     launch: ClassVar[tuple[str, ...]] = ()
     """The preset's arguments after the program (``--experimental-acp``)."""
+    runs_in_sandbox: ClassVar[bool] = False
+    """Its process starts outside loope's sandbox (``spawn_piped`` takes no box yet): the guard's git-dir
+    snapshot stays on for its steps."""
 
     def __init__(self, command: str | None = None, *, options: Mapping[str, Any] | None = None) -> None:
         self.command = command
