@@ -81,6 +81,7 @@ def test_event_lines_are_events_and_other_lines_are_the_message(project, agent_s
     cli("run", "read", "--implementer", agent_script(body), "--no-review", "--max-iters", "1", cwd=project.path)
     step = project.runs()[-1] / "agents" / "01-implementer-exec"
     events = [json.loads(line) for line in (step / "events.jsonl").read_text().splitlines()]
+    assert [e.pop("seq") for e in events] == list(range(1, len(events) + 1))  # the runner's lines, numbered
     assert events == [
         {"kind": "action", "action": "read", "target": "calc.py"},
         {"kind": "action", "action": "other", "target": "x"},

@@ -99,6 +99,7 @@ def test_step_directories_hold_the_prompt_events_result_and_diff(finished):
     assert "fix the add function" in (first / "prompt.md").read_text()
     assert (first / "result.md").read_text().strip() == "Changed calc.py in iteration 1"  # event lines are not text
     events = [json.loads(line) for line in (first / "events.jsonl").read_text().splitlines()]
+    assert [e.pop("seq") for e in events] == list(range(1, len(events) + 1))  # the runner's lines, numbered
     assert {"kind": "action", "action": "edit", "target": "calc.py"} in events
     assert {"kind": "usage", "input_tokens": 100, "output_tokens": 20, "cost_usd": 0.25} in events
     diff = (first / "changes.diff").read_text()
