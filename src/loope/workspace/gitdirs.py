@@ -108,7 +108,7 @@ class GitDirGuard:
                 continue
             if new is not None and new.kind == "file" and old.kind == "file" and self._same_file(rel, old):
                 continue
-            if rel.startswith("refs/") and new is not None and new.kind == "file" and new.content:
+            if _users_ref(rel) and new is not None and new.kind == "file" and new.content:
                 self.moved[rel] = new.content.decode("ascii", "replace").strip()
             self._put_back(rel, old, new)
             changed.append(rel)
@@ -141,6 +141,11 @@ class GitDirGuard:
                 os.ftruncate(fd, old.signature[1])
             finally:
                 os.close(fd)
+
+
+def _users_ref(rel: str) -> bool:
+    """A ref the user may move themselves (not one of loope's runs')."""
+    return rel.startswith("refs/") and not rel.startswith(("refs/loope/", "refs/heads/loope/"))
 
 
 def watched_git_dirs(
