@@ -134,22 +134,18 @@ def submit_in_background(fleet_dir: Path, path: Path, remote: Path, workers: Wor
     )
 
 
-def workflow(address: str, fleet_dir: Path, task: str, fleet_id: str = "0001-fleet") -> tuple[dict, list[str]]:
-    """The loop's workflow: its status query (or result) and the types of its history's events."""
+def workflow(address: str, fleet_dir: Path, task: str) -> tuple[dict, list[str]]:
+    """The loop's workflow: its status query (a worker answers it) and the types of its history's events."""
     from temporalio.client import Client
 
     from loope.fleet.temporal.submit import workflow_key
 
-    async def ask() -> tuple[dict, list[str]]:
+    async def ask() -> dict:
         client = await Client.connect(address)
-        handle = client.get_workflow_handle(workflow_key(fleet_dir, fleet_id, task))
-        status = await handle.query("status")
-        events = [e.event_type for e in (await handle.fetch_history()).events]
-        from temporalio.api.enums.v1 import EventType
+        status: dict = await client.get_workflow_handle(workflow_key(fleet_dir, "0001-fleet", task)).query("status")
+        return status
 
-        return status, [EventType.Name(t) for t in events]
-
-    return asyncio.run(ask())
+    return asyncio.run(ask()), history(address, fleet_dir, task)
 
 
 def fleet_workflow(fleet_dir: Path) -> dict | None:
