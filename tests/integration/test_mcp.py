@@ -151,10 +151,15 @@ def test_a_loop_started_over_mcp_is_waited_on_listed_shown_and_applied(project: 
         assert (started["max_iterations"], started["max_cost_usd"], started["reviewers"]) == (20, 5.0, [])
         assert "loope_status" in started["next"]
 
-        info = await loope.call("loope_status", loop_id="0001", wait_s=120)  # a unique prefix will do
-        # It returned when the loop finished, not when the wait ran out.
-        assert (info["loop_id"], info["status"], info["stop_reason"]) == (loop_id, "converged", "converged")
-        assert info["waited_s"] < 120
+        # A wait returns as soon as the loop finishes an iteration or ends, never because the wait ran out; the
+        # iteration's ledger line may land just before the run's end, so a second call may be needed.
+        for _ in range(2):
+            info = await loope.call("loope_status", loop_id="0001", wait_s=300)  # a unique prefix will do
+            assert info["waited_s"] < 300
+            if info["status"] != "running":
+                break
+            assert info["iteration"] == 1, info
+        assert (info["loop_id"], info["status"], info.get("stop_reason")) == (loop_id, "converged", "converged"), info
         assert info["iteration"] == 1
         assert "agent_says" not in info  # the state file's "in-progress" would contradict "converged"
         assert "in-progress" not in json.dumps(info)
