@@ -158,11 +158,28 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
 
 
 def unsandboxed(cli):  # type: ignore[no-untyped-def]
-    """``cli`` whose runs go without the sandbox: for tests whose agents report to the test through
-    files outside the workspace (their pids, what they saw), which the sandbox forbids."""
+    """``cli`` whose runs go without the sandbox (unless a run names ``--sandbox`` itself): for tests
+    of what holds without it (the guard as the only line), or whose agents report their pids (the
+    sandbox's PID namespace renumbers them)."""
 
     def invoke(*args: str, cwd: Path | None = None) -> CliResult:
-        return cli(*args, "--sandbox", "off", cwd=cwd) if args[:1] == ("run",) else cli(*args, cwd=cwd)
+        off = args[:1] == ("run",) and "--sandbox" not in args
+        return cli(*args, *(("--sandbox", "off") if off else ()), cwd=cwd)
+
+    return invoke
+
+
+def reporting_to(cli, *dirs: Path):  # type: ignore[no-untyped-def]
+    """``cli`` whose runs' steps may also write ``dirs`` (``--sandbox-writable``): for tests whose
+    agents report to the test through files there (what they saw, how often they ran)."""
+    return with_run_args(cli, *(arg for d in dirs for arg in ("--sandbox-writable", str(d))))
+
+
+def with_run_args(cli, *extra: str):  # type: ignore[no-untyped-def]
+    """``cli`` that adds ``extra`` to every ``loope run``."""
+
+    def invoke(*args: str, cwd: Path | None = None) -> CliResult:
+        return cli(*args, *extra, cwd=cwd) if args[:1] == ("run",) else cli(*args, cwd=cwd)
 
     return invoke
 

@@ -151,10 +151,12 @@ class LoopSpec(BaseModel):
     """In a dry run: the real agents the stubs stand in for (checked before the run starts)."""
     isolate_home: bool = False
     """Give each agent step a private config dir (CLAUDE_CONFIG_DIR, CODEX_HOME, ...)."""
-    sandbox: SandboxMode = SandboxMode.OFF
+    sandbox: SandboxMode = SandboxMode.AUTO
     """Run every agent step and check under bubblewrap: auto (where it works), on (or refuse), off."""
     sandbox_network: Switch = Switch.ON
     """Whether gate, metric and success commands reach the network inside the sandbox (agents always do)."""
+    sandbox_writable: list[str] = Field(default_factory=list)
+    """Directories every sandboxed step may also write (a build cache such as ``~/.cache/go-build``)."""
     agents: dict[str, AgentOptions] = Field(default_factory=dict)
     """Per-adapter options from loope.toml."""
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
@@ -211,6 +213,13 @@ class LoopSpec(BaseModel):
                     f" fix it, e.g. {flag} 'src/**' or {flag} '*.py'"
                 ) from None
         return value
+
+    @field_validator("sandbox_writable")
+    @classmethod
+    def _writable_dirs(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        from loope.sandbox.layout import writable_dirs
+
+        return writable_dirs(value, info.data.get("workdir"))
 
     @model_validator(mode="after")
     def _metric_settings(self) -> LoopSpec:

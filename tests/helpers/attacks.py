@@ -3,9 +3,24 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
 from pathlib import Path
 
+import pytest
+
+from loope.sandbox import bwrap
 from tests.conftest import GATE, Project
+
+NEEDS_BWRAP = pytest.mark.skipif(not bwrap.support().works, reason=f"needs bubblewrap: {bwrap.support().reason}")
+SANDBOX_ON = pytest.param("on", marks=NEEDS_BWRAP)
+BOTH = [SANDBOX_ON, "off"]
+
+
+def sandboxed_too(values: Iterable[str], representative: str) -> list:  # type: ignore[type-arg]
+    """``(value, sandbox)`` params: every value with the guard as the only line (``off``), and the
+    cheapest representative of the class inside the sandbox too, where the guard is the second line."""
+    params = [pytest.param(v, "off", id=f"{v}-off") for v in values]
+    return [*params, pytest.param(representative, "on", marks=NEEDS_BWRAP, id=f"{representative}-on")]
 
 
 def shell_implementer(where: Path, script: str) -> str:

@@ -7,7 +7,16 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.conftest import GIT_ENV, Project, git, one_error_line
+import pytest
+
+from tests.conftest import GIT_ENV, Project, git, one_error_line, unsandboxed
+from tests.helpers.attacks import BOTH
+
+
+@pytest.fixture
+def cli(cli):  # type: ignore[no-untyped-def]
+    """apply is the only line here (``--sandbox off``); where a run can make the attack inside the sandbox too, both."""
+    return unsandboxed(cli)
 
 
 def shell_agent(tmp_path: Path, body: str) -> str:
@@ -17,10 +26,11 @@ def shell_agent(tmp_path: Path, body: str) -> str:
     return f"exec:{script}"
 
 
-def run(cli, proj: Project, agent: str):  # type: ignore[no-untyped-def]
+def run(cli, proj: Project, agent: str, *extra: str):  # type: ignore[no-untyped-def]
     result = cli(
-        "run", "edit", "--implementer", agent, "--no-review", "--no-baseline", "--verify-cmd", "true", cwd=proj.path
-    )
+        "run", "edit", "--implementer", agent, "--no-review", "--no-baseline", "--verify-cmd", "true", *extra,
+        cwd=proj.path,
+    )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     return result
 
@@ -34,8 +44,9 @@ def git_dir_digest(proj: Project) -> dict[str, str]:
     }
 
 
-def test_a_symlink_the_run_adds_into_git_is_refused_and_nothing_lands(project, cli, tmp_path) -> None:
-    run(cli, project, shell_agent(tmp_path, "ln -s .git/hooks x\necho fixed > calc.py\n"))
+@pytest.mark.parametrize("sandbox", BOTH)
+def test_a_symlink_the_run_adds_into_git_is_refused_and_nothing_lands(project, cli, tmp_path, sandbox) -> None:
+    run(cli, project, shell_agent(tmp_path, "ln -s .git/hooks x\necho fixed > calc.py\n"), "--sandbox", sandbox)
     before = git_dir_digest(project)
     refused = cli("apply", "0001", "--force", cwd=project.path)
     assert refused.exit_code == 2

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CALC_TESTS, GATE, Project, unsandboxed
-from tests.helpers.attacks import run_attack, shell_implementer, violations
+from tests.helpers.attacks import run_attack, sandboxed_too, shell_implementer, violations
 from tests.helpers.tree_snapshot import changed, repo_changes, snapshot
 
 PASSING_TESTS = "def test_add():\n    assert True\n"
@@ -46,16 +46,17 @@ def untouched(proj: Project, before: dict[str, str], victim: Path, victim_before
 
 
 # In place, .loope/ holds the run directory itself: moving it away takes the run with it (not covered here).
-@pytest.mark.parametrize("mode", ["worktree", "copy"])
-def test_loope_dir_replaced_by_a_link_to_the_users_repository(project, victim, shell_agent, cli, mode):
+@pytest.mark.parametrize(("mode", "sandbox"), sandboxed_too(["worktree", "copy"], "worktree"))
+def test_loope_dir_replaced_by_a_link_to_the_users_repository(project, victim, shell_agent, cli, *, mode, sandbox):
     """The 0.1 data loss: the guard walked the link, deleted the target's files and wrote .gitignore there."""
     before, victim_before = snapshot(project.path, skip=(".loope",)), snapshot(victim)
     attack = shell_agent(f"mv .loope ../moved-loope-$$ 2>/dev/null || rm -rf .loope\nln -s {victim} .loope\n")
-    result = run_attack(cli, project, attack, "--workspace", mode)
+    result = run_attack(cli, project, attack, "--workspace", mode, "--sandbox", sandbox)
     assert result.exit_code == 1, result.out + result.err
     run = project.run_json()
     assert run["stop_reason"] == "max_iters"
-    assert any(v.startswith(".loope belongs to loope and was replaced") for v in violations(project))
+    if sandbox == "off":  # inside the sandbox .loope/.gitignore is a read-only mount: the directory stays
+        assert any(v.startswith(".loope belongs to loope and was replaced") for v in violations(project))
     ws = Path(run["workspace"]["path"])
     assert (ws / ".loope").is_dir()
     assert not (ws / ".loope").is_symlink()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PYTHON, Project, unsandboxed
+from tests.helpers.attacks import sandboxed_too
 from tests.helpers.tree_snapshot import repo_changes, snapshot
 
 FORGE = "print('SCORE', 0)\\n"
@@ -51,8 +52,8 @@ SHAPES = {
 }
 
 
-@pytest.mark.parametrize("shape", list(SHAPES))
-def test_the_metric_in_any_shape_cannot_be_rewritten(scored, tmp_path, cli, shape):
+@pytest.mark.parametrize(("shape", "sandbox"), sandboxed_too(SHAPES, "cd && python"))
+def test_the_metric_in_any_shape_cannot_be_rewritten(scored, tmp_path, cli, shape, sandbox):
     command, target = SHAPES[shape]
     command = command.format(py=PYTHON)
     script = tmp_path / "attack.sh"
@@ -62,12 +63,14 @@ def test_the_metric_in_any_shape_cannot_be_rewritten(scored, tmp_path, cli, shap
     result = cli(
         "run", "lower the score", "--implementer", f"exec:sh {shlex.quote(str(script))}", "--no-review",
         "--metric-cmd", command, "--direction", "lower", "--editable", "solution.py", "--editable", "**/*.py",
-        "--max-iters", "1", "--plain", cwd=scored.path,
+        "--max-iters", "1", "--plain", "--sandbox", sandbox, cwd=scored.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     run = scored.run_json()
     violations = [v for s in run["steps"] for v in s.get("violations", [])]
-    assert f"{target} is protected; your change to it was undone" in violations, violations
+    if sandbox == "off":  # inside the sandbox the write is refused: nothing to undo
+        assert f"{target} is protected; your change to it was undone" in violations, violations
+    assert (Path(run["workspace"]["path"]) / target).read_text() == (scored.path / target).read_text()
     assert run["best"]["score"] == 9  # the honest change was measured, by the real metric
     assert repo_changes(before, snapshot(scored.path, skip=(".loope",))) == []
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GATE, PYTHON, Project, unsandboxed
-from tests.helpers.attacks import gate_passed, violations
+from tests.helpers.attacks import gate_passed, sandboxed_too, violations
 from tests.helpers.attacks import run_attack as attack
 from tests.helpers.tree_snapshot import repo_changes, snapshot
 
@@ -45,13 +45,13 @@ def run_attack(cli, proj: Project, script: Path, *extra: str, gate: str = GATE):
     return attack(cli, proj, f"exec:sh {shlex.quote(str(script))}", *extra, gate=gate)
 
 
-@pytest.mark.parametrize("name", list(ATTACKS))
-def test_runner_configuration_written_by_the_agent_is_undone(project, tmp_path, cli, name):
+@pytest.mark.parametrize(("name", "sandbox"), sandboxed_too(ATTACKS, "conftest at the root"))
+def test_runner_configuration_written_by_the_agent_is_undone(project, tmp_path, cli, name, sandbox):
     attack, path = ATTACKS[name]
     script = tmp_path / "attack.sh"
     script.write_text(attack)
     before = snapshot(project.path, skip=(".loope",))
-    result = run_attack(cli, project, script)
+    result = run_attack(cli, project, script, "--sandbox", sandbox)
     assert result.exit_code == 1, result.out + result.err
     assert f"{path} configures the test runner and is protected; your change to it was undone" in violations(project)
     assert gate_passed(project) is False

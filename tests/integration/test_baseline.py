@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from tests.conftest import APPROVE, FIX, GATE, no_loope_runs, one_error_line, unsandboxed
+from tests.conftest import APPROVE, FIX, GATE, no_loope_runs, one_error_line, reporting_to
 
 
 @pytest.fixture
-def cli(cli):  # type: ignore[no-untyped-def]
-    """These agents report to the test through files outside the workspace: unsandboxed runs."""
-    return unsandboxed(cli)
+def cli(cli, tmp_path):  # type: ignore[no-untyped-def]
+    """These agents report to the test through files beside the project, which the sandbox lets them write."""
+    return reporting_to(cli, tmp_path)
 
 
 def _agent_never_called(tmp_path):

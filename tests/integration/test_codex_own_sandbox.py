@@ -94,15 +94,32 @@ def test_inside_loopes_sandbox_codex_runs_without_its_own(tmp_path):
         assert result.ok, result.error
 
 
-def test_doctor_names_a_codex_whose_own_sandbox_cannot_run(project, cli, tmp_path, monkeypatch):
+def test_doctor_names_a_codex_whose_own_sandbox_cannot_run_when_loopes_is_off(project, cli, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     fake = stand_in(tmp_path, sandbox_runs=False)
-    project.write("loope.toml", f'implementer = "codex"\nreviewers = []\n[agents.codex]\nbin = "{fake}"\n')
+    settings = f'implementer = "codex"\nreviewers = []\nsandbox = "off"\n[agents.codex]\nbin = "{fake}"\n'
+    project.write("loope.toml", settings)
 
     result = cli("doctor", cwd=project.path)
 
     assert result.exit_code == 1
-    assert f"FIX codex: codex-cli 0.171.0; codex's own sandbox cannot run a command here ({BROKEN})" in result.out
+    (line,) = [ln for ln in result.out.splitlines() if ln.startswith("FIX")]
+    assert line.startswith(f"FIX codex: codex-cli 0.171.0; codex's own sandbox cannot run a command here ({BROKEN})")
+    assert "install bubblewrap; --sandbox on), or let the container be the sandbox: [agents.codex] args" in line
+
+
+def test_doctor_does_not_ask_codexs_own_sandbox_when_loopes_will_be_on(project, cli, tmp_path, monkeypatch):
+    if not bwrap.support().works:
+        pytest.skip(f"needs bubblewrap: {bwrap.support().reason}")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    fake = stand_in(tmp_path, sandbox_runs=False)  # inside loope's sandbox codex runs danger-full-access
+    project.write("loope.toml", f'implementer = "codex"\nreviewers = []\n[agents.codex]\nbin = "{fake}"\n')
+
+    result = cli("doctor", cwd=project.path)
+
+    assert result.exit_code == 0, result.out
+    assert "ok  codex: codex-cli 0.171.0; credentials from OPENAI_API_KEY" in result.out
+    assert "ok  sandbox: bubblewrap at" in result.out
 
 
 def real_codex() -> Path:

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIX, GATE, one_error_line, unsandboxed
+from tests.conftest import FIX, GATE, one_error_line, reporting_to
 
 USAGE = "print(json.dumps({'type': 'usage', 'input_tokens': 10, 'output_tokens': 5, 'cost_usd': 0.01}))\n"
 
 
 @pytest.fixture
-def cli(cli):  # type: ignore[no-untyped-def]
-    """These agents report to the test through files outside the workspace: unsandboxed runs."""
-    return unsandboxed(cli)
+def cli(cli, tmp_path):  # type: ignore[no-untyped-def]
+    """These agents report to the test through files beside the project, which the sandbox lets them write."""
+    return reporting_to(cli, tmp_path)
 
 
 def nth_call(counter: Path, fix_on: int, before: str = "print('looked, changed nothing')\n") -> str:
@@ -88,10 +88,9 @@ def test_continue_after_stop_clears_the_spent_stop_request(project, agent_script
         f" '--workdir', {str(project.path)!r}], check=True)\n"
     )
     impl = agent_script(nth_call(tmp_path / "calls", 2, before=stop_self))
-    assert (
-        cli("run", "fix add", "--implementer", impl, "--no-review", "--verify-cmd", GATE, cwd=project.path).exit_code
-        == 1
-    )
+    # The agent asks for the stop itself, through the project's store, which the sandbox keeps read-only.
+    args = ("--implementer", impl, "--no-review", "--verify-cmd", GATE, "--sandbox", "off")
+    assert cli("run", "fix add", *args, cwd=project.path).exit_code == 1
     before = project.run_json()
     assert before["stop_reason"] == "stopped"
 

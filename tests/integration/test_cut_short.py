@@ -37,11 +37,9 @@ def sleeper(agent_script, started: Path, *, verdict: bool = False) -> str:  # ty
 
 def test_ctrl_c_during_a_step_keeps_the_cost_it_reported(project, agent_script, tmp_path):
     started = tmp_path / "agent.pid"
-    code, out, err = interrupt_when(
-        [started],
-        [*LOOPE, "run", "fix add", "--implementer", sleeper(agent_script, started), "--no-review", "--plain"],
-        project.path,
-    )
+    # The agent reports its pid (the sandbox's PID namespace would renumber it): unsandboxed.
+    argv = [*LOOPE, "run", "fix add", "--implementer", sleeper(agent_script, started), "--no-review", "--plain"]
+    code, out, err = interrupt_when([started], [*argv, "--sandbox", "off"], project.path)
     assert code == 130, out + err
     assert "Traceback" not in err
     assert gone(int(started.read_text()))
@@ -59,6 +57,7 @@ def test_ctrl_c_during_a_step_keeps_the_cost_it_reported(project, agent_script, 
 def test_ctrl_c_during_parallel_reviews_keeps_every_reviewers_cost(project, agent_script, tmp_path):
     marks = [tmp_path / "reviewer-1.pid", tmp_path / "reviewer-2.pid"]
     args = [*LOOPE, "run", "fix add", "--implementer", agent_script(FIX), "--verify-cmd", GATE, "--plain"]
+    args += ["--sandbox-writable", str(tmp_path)]  # where the reviewers say they started
     for mark in marks:
         args += ["--reviewer", sleeper(agent_script, mark, verdict=True)]
     code, out, err = interrupt_when(marks, args, project.path)

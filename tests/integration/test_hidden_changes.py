@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GATE, Project
+from tests.conftest import GATE, Project, unsandboxed
+from tests.helpers.attacks import sandboxed_too
 
 SKIP_ALL = (
     "import pytest\\n"
@@ -63,6 +64,12 @@ ATTACKS = {
 }
 
 
+@pytest.fixture
+def cli(cli):  # type: ignore[no-untyped-def]
+    """The guard as the only line (``--sandbox off``): inside the sandbox git cannot write the index."""
+    return unsandboxed(cli)
+
+
 def user_files(proj: Project) -> dict[str, str]:
     """Every file of the user's tree outside .git and .loope, with a digest of its bytes."""
     found = {}
@@ -97,11 +104,11 @@ def watch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     return str(request.param)
 
 
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
-def test_a_hidden_change_is_still_seen(project, cli, tmp_path, attack, watch_mode) -> None:
+@pytest.mark.parametrize(("attack", "sandbox"), sandboxed_too(sorted(ATTACKS), "a new .gitignore hides a new file"))
+def test_a_hidden_change_is_still_seen(project, cli, tmp_path, *, attack, sandbox, watch_mode) -> None:
     body, flags = ATTACKS[attack]
     before = user_files(project)
-    result = run_shell_agent(cli, project, shell_agent(tmp_path, body), *flags)
+    result = run_shell_agent(cli, project, shell_agent(tmp_path, body), *flags, "--sandbox", sandbox)
     run = project.run_json()
     assert not run["converged"], result.out + result.err
     assert run["stop_reason"] == "max_iters", run["stop_detail"]

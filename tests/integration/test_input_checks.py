@@ -34,6 +34,8 @@ CANNOT_WORK = [
     (["--metric-cmd", "echo 1", "--direction", "lower", "--target", "inf"], "--target: must be a finite number"),
     (["--metric-cmd", "echo 1", "--direction", "lower", "--target", "-inf"], "--target: must be a finite number"),
     (["--max-cost", "nan"], "--max-cost"),
+    (["--sandbox-writable", "cache"], "--sandbox-writable: 'cache' is not an absolute path"),
+    (["--sandbox-writable", "/no/such/loope-dir"], "--sandbox-writable: /no/such/loope-dir is not a directory"),
 ]
 
 
@@ -42,6 +44,15 @@ def test_a_flag_that_cannot_take_effect_is_refused(project, agent_script, cli, a
     result = cli("run", "fix add", "--implementer", agent_script(FIX), "--no-review", *args, cwd=project.path)
     assert result.exit_code == 2, result.out + result.err
     assert expected in one_error_line(result.err)
+    assert no_loope_runs(project.path)
+
+
+def test_a_writable_directory_inside_the_project_is_refused(project, agent_script, cli):
+    (project.path / "cache").mkdir()
+    args = ("--sandbox-writable", str(project.path / "cache"))
+    result = cli("run", "fix add", "--implementer", agent_script(FIX), "--no-review", *args, cwd=project.path)
+    assert result.exit_code == 2, result.out + result.err
+    assert "is inside the project, which the sandbox keeps read-only" in one_error_line(result.err)
     assert no_loope_runs(project.path)
 
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from tests.conftest import FIX, GATE, unsandboxed
+from tests.conftest import FIX, GATE, reporting_to
 
 WRONG_THEN_FIX = (
-    "log = pathlib.Path(os.environ['LOOPE_RUN_DIR']) / '..' / 'calls'\n"
+    "log = pathlib.Path(__file__).parent.parent / 'calls'  # beside the project\n"
     "n = int(log.read_text()) + 1 if log.exists() else 1\n"
     "log.write_text(str(n))\n"
     "if n == 1:\n"
@@ -20,9 +20,9 @@ WRONG_THEN_FIX = (
 
 
 @pytest.fixture
-def cli(cli):  # type: ignore[no-untyped-def]
-    """These agents report to the test through files outside the workspace: unsandboxed runs."""
-    return unsandboxed(cli)
+def cli(cli, tmp_path):  # type: ignore[no-untyped-def]
+    """These agents report to the test through files beside the project, which the sandbox lets them write."""
+    return reporting_to(cli, tmp_path)
 
 
 def prompts(project) -> list[str]:

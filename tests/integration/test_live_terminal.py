@@ -140,6 +140,7 @@ def test_the_live_view_shows_why_and_never_wraps_its_header(scored, agent_script
         sys.executable, "-m", "loope", "run", GOAL, "--implementer", implementer, "--reviewer", agent_script(REVIEWER),
         "--verify-cmd", GATE, "--metric-cmd", METRIC, "--direction", "lower", "--editable", "solution.py",
         "--target", "1", "--max-iters", "4", "--patience", "5", "--stall-after", "5", "--max-cost", "2",
+        "--sandbox-writable", str(marks),
     ]  # fmt: skip
     term = Terminal(argv, scored.path, columns)
     try:

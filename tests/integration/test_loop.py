@@ -135,7 +135,9 @@ def test_a_timeout_halts_with_timed_out_and_leaves_none_of_the_agents_processes(
         time.sleep(300)
         """
     )
-    result = cli("run", "fix add", "--implementer", implementer, "--no-review", "--timeout", "2", cwd=project.path)
+    # Unsandboxed: the agent reports its pids, which the sandbox's PID namespace would renumber.
+    args = ("--implementer", implementer, "--no-review", "--timeout", "2", "--sandbox", "off")
+    result = cli("run", "fix add", *args, cwd=project.path)
     assert result.exit_code == 1
     run = project.run_json()
     assert (run["status"], run["stop_reason"], run["converged"]) == ("timed_out", "timed_out", False)
@@ -184,7 +186,7 @@ def test_reviewers_run_in_parallel(project, agent_script, cli, tmp_path):
 
     result = cli(
         "run", "fix add", "--implementer", agent_script(FIX), "--reviewer", reviewer("a"), "--reviewer", reviewer("b"),
-        "--verify-cmd", GATE, cwd=project.path,
+        "--verify-cmd", GATE, "--sandbox-writable", str(barrier), cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
@@ -278,9 +280,10 @@ def test_a_reviewer_that_writes_has_its_changes_undone_and_fed_back(project, age
         print("VERDICT: PASS" if os.environ["LOOPE_ITERATION"] == "2" else "VERDICT: BLOCK")
         """
     )
+    # The guard as the only line (inside the sandbox the reviewer's writes are refused: test_sandbox_attacks.py).
     result = cli(
         "run", "fix add", "--implementer", agent_script(FIX), "--reviewer", reviewer, "--verify-cmd", GATE,
-        cwd=project.path,
+        "--sandbox", "off", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()

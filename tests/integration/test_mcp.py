@@ -213,7 +213,8 @@ def test_apply_refuses_a_file_changed_since_the_loop_started_unless_forced(proje
 
 def test_a_slow_loop_shows_what_its_agent_says_then_is_stopped(project: Project, agent_script, tmp_path: Path) -> None:
     # loope.toml still applies under the tool's values, but reviewers are only those the caller names.
-    project.write("loope.toml", 'max_iters = 7\nreviewers = ["codex"]\n')
+    # Unsandboxed: the agent reports its pid, which the sandbox's PID namespace would renumber.
+    project.write("loope.toml", 'max_iters = 7\nreviewers = ["codex"]\nsandbox = "off"\n')
     pids = tmp_path / "slow-agent.json"
     state = "---\nstatus: in-progress\niteration: 1\n---\n# Progress\nread calc.py\n# Next Action\nfix add()\n"
     slow = agent_script(

@@ -341,7 +341,8 @@ def test_metric_repeat_takes_the_median(scored, agent_script, cli, tmp_path):
     events_out = cli(
         "run", "lower the score", "--implementer", scoring_agent(agent_script, {1: 1}), "--no-review",
         "--verify-cmd", CHEAP_GATE, "--metric-cmd", f"{PYTHON} {noisy}", "--direction", "lower",
-        "--editable", "solution.py", "--metric-repeat", "3", "--max-iters", "1", "--json", cwd=scored.path,
+        "--editable", "solution.py", "--metric-repeat", "3", "--max-iters", "1", "--json",
+        "--sandbox-writable", str(tmp_path), cwd=scored.path,  # the metric counts its runs there
     )  # fmt: skip
     assert events_out.exit_code == 0, events_out.out + events_out.err
     assert counter.read_text() == "6"  # three runs for the baseline, three for the attempt

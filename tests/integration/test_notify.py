@@ -187,7 +187,7 @@ def test_the_stop_button_stops_a_detached_run(project, agent_script, cli, slack,
         print("waited")
         """
     )
-    result = run_fix(cli, project, agent, "--notify", "slack:#loops", "--detach")
+    result = run_fix(cli, project, agent, "--notify", "slack:#loops", "--detach", "--sandbox-writable", str(tmp_path))
     assert result.exit_code == 0, result.out + result.err
     run_id = result.out.strip()
     try:
@@ -271,6 +271,7 @@ def test_a_resumed_run_edits_its_message_instead_of_posting_a_new_one(project, a
         """
     )
     argv = ["run", "write the log", "--implementer", agent, "--no-review", "--max-iters", "2", "--plain"]
+    argv += ["--sandbox", "off"]  # the agent reports its process group (the sandbox's PID namespace renumbers it)
     runner = subprocess.Popen(
         [sys.executable, "-m", "loope", *argv, "--notify", "slack:#loops"],
         cwd=project.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

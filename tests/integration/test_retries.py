@@ -11,10 +11,18 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from loope.agents.setback import parse_reset
-from tests.conftest import APPROVE, FIX, GATE, gone
+from tests.conftest import APPROVE, FIX, GATE, gone, reporting_to
 
 FAST = "retry_delay = 0.01\n"
+
+
+@pytest.fixture
+def cli(cli, tmp_path):  # type: ignore[no-untyped-def]
+    """The agents count their calls in a file beside the project, which the sandbox lets them write."""
+    return reporting_to(cli, tmp_path)
 
 
 def flaky(counter: Path, fail_times: int, failure: str, then: str = FIX) -> str:
@@ -154,7 +162,7 @@ def test_no_wait_stops_at_a_usage_limit_with_its_reset_time(project, agent_scrip
 def _start(project, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "NO_COLOR": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "loope", "run", *args, "--plain"],
+        [sys.executable, "-m", "loope", "run", *args, "--plain", "--sandbox-writable", str(project.path.parent)],
         cwd=project.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
 

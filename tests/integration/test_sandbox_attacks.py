@@ -18,12 +18,8 @@ import pytest
 
 from loope.sandbox import bwrap, reap
 from tests.conftest import CALC_TESTS, GATE, Project
+from tests.helpers.attacks import BOTH, SANDBOX_ON
 
-SANDBOX_ON = pytest.param(
-    "on",
-    marks=pytest.mark.skipif(not bwrap.support().works, reason=f"needs bubblewrap: {bwrap.support().reason}"),
-)
-BOTH = [SANDBOX_ON, "off"]
 FAKE_TESTS = "def test_add():\n    pass\n\n\ndef test_add_negative():\n    pass\n"
 PASS_ALL = (
     "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
@@ -146,6 +142,31 @@ def test_runner_configuration_cannot_be_written_above_the_workspace(project, att
     assert not list(project.path.parent.rglob("pytest.ini"))
     assert not list(project.path.parent.rglob("new-dir"))
     assert not [p for p in project.path.parent.rglob("conftest.py")]
+    assert_untouched(before, project.path)
+
+
+def test_a_writable_directory_around_the_project_leaves_the_project_read_only(project, attack, cli, tmp_path):
+    """``--sandbox-writable`` on a directory holding the repository (``~``, say) opens only what is not loope's."""
+    before = snapshot(project.path)
+    cache = tmp_path / "cache"
+    implementer = attack(
+        f"""
+        echo built > "{cache}/entry" && echo "cache written"
+        echo x > "{tmp_path}/beside" && echo "beside written"
+        for f in "{project.path}/calc.py" "{project.path}/.git/hooks/pre-commit" "$LOOPE_RUN_DIR/run.json"; do
+            echo evil > "$f" && echo "wrote $f"
+        done
+        sed -i 's/a - b/a + b/' calc.py
+        """
+    )
+    cache.mkdir()
+
+    result = run(cli, project, implementer, "on", "--sandbox-writable", str(tmp_path))
+
+    assert result.exit_code == 0, result.out + result.err
+    log = (step(project) / "transcript.log").read_text()
+    assert ("cache written" in log, "beside written" in log, "wrote" in log) == (True, True, False)
+    assert (cache / "entry").read_text() == "built\n"
     assert_untouched(before, project.path)
 
 
@@ -306,6 +327,9 @@ test_the_users_git_cannot_be_written_from_the_workspace = SANDBOX_ON.marks[0](
 )
 test_git_in_the_workspace_reads_and_fails_cleanly_on_writes = SANDBOX_ON.marks[0](
     test_git_in_the_workspace_reads_and_fails_cleanly_on_writes
+)
+test_a_writable_directory_around_the_project_leaves_the_project_read_only = SANDBOX_ON.marks[0](
+    test_a_writable_directory_around_the_project_leaves_the_project_read_only
 )
 
 

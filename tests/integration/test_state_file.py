@@ -36,7 +36,7 @@ def test_the_state_file_is_created_at_the_start_and_handed_to_the_agent(project,
     """
     result = cli(
         "run", "keep a tidy changelog", "--implementer", agent_script(body), "--no-review", "--max-iters", "1",
-        cwd=project.path,
+        "--sandbox-writable", str(tmp_path), cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 1  # no check and no `done`: one pass, not converged
     run = project.run_json()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIX, GATE, gone, one_error_line
+from tests.conftest import FIX, GATE, gone, one_error_line, reporting_to
 
 # A different wrong answer every iteration: progress each time (no stall), the gate never passes.
 WRONG = "pathlib.Path('calc.py').write_text('def add(a, b):\\n    return ' + os.environ['LOOPE_ITERATION'] + '\\n')\n"
@@ -37,6 +37,12 @@ def section_of(prompt: str, title: str) -> str:
 
 
 # -- the success command ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli(cli, tmp_path):  # type: ignore[no-untyped-def]
+    """These agents and checks report through files beside the project, which the sandbox lets them write."""
+    return reporting_to(cli, tmp_path)
 
 
 @pytest.mark.parametrize("term", ["xterm-256color", None])
@@ -127,7 +133,7 @@ def test_a_hanging_success_command_is_killed_at_its_timeout(project, agent_scrip
     )
     result = cli(
         "run", "prepare the release", "--implementer", implementer, "--no-review", "--success-cmd", success,
-        "--max-iters", "3", cwd=project.path,
+        "--max-iters", "3", "--sandbox", "off", cwd=project.path,  # its pids are the test's: no PID namespace
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
@@ -156,7 +162,10 @@ def test_the_critic_runs_every_n_iterations_read_only_and_feeds_the_next_prompt_
         n = os.environ["LOOPE_ITERATION"]
         keep = {{k: os.environ[k] for k in ("LOOPE_ROLE", "LOOPE_MODE", "LOOPE_ITERATION")}}
         pathlib.Path({str(seen)!r}, n + ".json").write_text(json.dumps(keep))
-        pathlib.Path("critic-was-here.txt").write_text("a critic only reads\\n")
+        try:  # refused inside the sandbox; without it the guard undoes it
+            pathlib.Path("critic-was-here.txt").write_text("a critic only reads\\n")
+        except OSError as exc:
+            print("refused:", exc.strerror, file=sys.stderr)
         print("Progress is slow.")
         print("CRITIQUE-AFTER-" + n + ": stop guessing constants; read the failing assertion.")
         """
@@ -313,9 +322,11 @@ print(done.stdout.strip())
 @pytest.mark.parametrize("check", ["--verify-cmd", "--success-cmd"])
 def test_a_stop_requested_during_the_implementer_comes_before_the_check(project, agent_script, cli, tmp_path, check):
     ran = tmp_path / "check-ran"
+    # Unsandboxed: the agent asks for the stop through the project's store, which the sandbox keeps read-only.
     result = cli(
         "run", "write notes", "--implementer", agent_script(STOPS_ITS_OWN_RUN), "--no-review",
-        check, f"touch {shlex.quote(str(ran))}", "--max-iters", "3", "--no-baseline", cwd=project.path,
+        check, f"touch {shlex.quote(str(ran))}", "--max-iters", "3", "--no-baseline", "--sandbox", "off",
+        cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 1
     run = project.run_json()

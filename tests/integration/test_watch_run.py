@@ -163,6 +163,7 @@ def test_detach_says_how_to_follow_and_logs_f_follows_to_the_end(project, agent_
     detach = loope(
         project.path, "run", "write notes", "--implementer", agent_script(body), "--no-review",
         "--verify-cmd", f"{PYTHON} {gate_script}", "--no-baseline", "--max-iters", "2", "--detach",
+        "--sandbox-writable", str(marks),
     )  # fmt: skip
     assert detach.returncode == 0, detach.stderr
     run_id = detach.stdout.strip()

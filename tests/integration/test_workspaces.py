@@ -85,7 +85,7 @@ def test_worktree_starts_from_what_the_user_sees_without_touching_their_index(pr
     seen_file = tmp_path / "seen.json"
     result = cli(
         "run", "fix add", "--implementer", seeing_agent(agent_script, seen_file), "--no-review", "--verify-cmd", GATE,
-        cwd=project.path,
+        "--sandbox-writable", str(tmp_path), cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     seen = json.loads(seen_file.read_text())
@@ -113,7 +113,7 @@ def test_copy_workspace_in_a_git_repository(project, agent_script, cli, tmp_path
     seen_file = tmp_path / "seen.json"
     result = cli(
         "run", "fix add", "--workspace", "copy", "--implementer", seeing_agent(agent_script, seen_file), "--no-review",
-        "--verify-cmd", GATE, cwd=project.path,
+        "--verify-cmd", GATE, "--sandbox-writable", str(tmp_path), cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
@@ -220,9 +220,10 @@ def test_a_run_in_a_repository_without_commits(tmp_path, agent_script, cli):
 
 def test_the_guard_undoes_changes_to_protected_files(project, agent_script, cli):
     body = FIX + "pathlib.Path('tests/test_calc.py').write_text('def test_nothing():\\n    pass\\n')\n"
+    # The guard as the only line: inside the sandbox the protected file is read-only, the write refused.
     result = cli(
         "run", "fix add", "--implementer", agent_script(body), "--no-review", "--verify-cmd", GATE,
-        "--protect", "tests/**", "--max-iters", "1", cwd=project.path,
+        "--protect", "tests/**", "--max-iters", "1", "--sandbox", "off", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
@@ -242,9 +243,10 @@ def test_an_agent_that_deletes_the_workspace_git_cannot_reach_the_users_reposito
     before = user_state(project)
     refs = project.git("for-each-ref", "refs/heads")
     body = "import shutil\nshutil.rmtree('.git') if os.path.isdir('.git') else os.remove('.git')\n" + FIX
+    # Unsandboxed: inside the sandbox the workspace's .git is read-only and cannot be deleted at all.
     result = cli(
         "run", "fix add", "--workspace", mode, "--implementer", agent_script(body), "--no-review",
-        "--verify-cmd", "true", "--no-baseline", cwd=project.path,
+        "--verify-cmd", "true", "--no-baseline", "--sandbox", "off", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()

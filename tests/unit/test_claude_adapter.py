@@ -7,6 +7,7 @@ path a real ``claude`` goes through.
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 
@@ -330,3 +331,29 @@ def test_adapter_info():
     assert "ANTHROPIC_API_KEY" in info.auth_env
     assert ".claude/.credentials.json" in info.login_files
     assert ClaudeAgent.home_env == ("CLAUDE_CONFIG_DIR",)
+
+
+def test_claude_is_told_it_is_sandboxed_only_when_loopes_sandbox_holds_the_step(tmp_path, monkeypatch):
+    from loope.sandbox import RunSandbox, bwrap
+    from loope.sandbox.layout import Layout
+
+    if not bwrap.support().works:
+        pytest.skip(f"needs bubblewrap: {bwrap.support().reason}")
+    monkeypatch.delenv("IS_SANDBOX", raising=False)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    layout = Layout.of(
+        work_tree=workspace,
+        workspace=workspace,
+        run_dir=tmp_path,
+        project=tmp_path,
+        state_file=workspace / ".loope" / "state.md",
+        tracked=[],
+        protected_patterns=[],
+    )
+    sandboxed = make_request(tmp_path, sandbox=RunSandbox(layout))
+    unsandboxed = make_request(tmp_path)
+
+    # As root, Claude Code refuses its bypass modes unless told it is sandboxed; only a sandboxed step is.
+    assert (ClaudeAgent().environment(sandboxed).get("IS_SANDBOX") == "1") is (os.geteuid() == 0)
+    assert "IS_SANDBOX" not in ClaudeAgent().environment(unsandboxed)

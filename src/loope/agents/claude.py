@@ -13,6 +13,7 @@ Claude Code reports API failures with exit 1 and ``is_error: true`` on the resul
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -85,7 +86,7 @@ class ClaudeAgent(StreamAgent):
         # Only model calls: no preconnects, no direct api.anthropic.com traffic (bootstrap, telemetry).
         env.setdefault("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         env.setdefault("DISABLE_AUTOUPDATER", "1")
-        return env
+        return {**sandbox_env(request), **env}
 
     # -- reading its output -------------------------------------------------------------------
 
@@ -114,6 +115,15 @@ class ClaudeAgent(StreamAgent):
         # No result line (killed, timed out): count what the assistant lines showed, priced as an estimate.
         usage = session.usage_from_messages()
         return (usage,) if usage else ()
+
+
+def sandbox_env(request: AgentRequest) -> dict[str, str]:
+    """``IS_SANDBOX=1`` for a step run as root inside loope's sandbox, else nothing.
+
+    Claude Code refuses its bypass modes (``--dangerously-skip-permissions``, and the bundled one
+    claude-agent-acp starts) as root unless it is told it runs in a sandbox; this step does.
+    """
+    return {"IS_SANDBOX": "1"} if request.sandboxed and os.geteuid() == 0 else {}
 
 
 # -- one line at a time ------------------------------------------------------------------------

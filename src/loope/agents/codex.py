@@ -108,9 +108,12 @@ class CodexAgent(StreamAgent):
         argv = self.argv(request)
         return sandbox_problem(argv[0], env, request.workspace) if own_sandbox_in_use(argv) else None
 
-    def doctor_problem(self, workdir: Path) -> str | None:
-        """Whether codex's own sandbox runs a command, as a step outside loope's sandbox would find it."""
-        if not own_sandbox_in_use(self.extra_args()):
+    def doctor_problem(self, workdir: Path, *, sandboxed: bool) -> str | None:
+        """Whether codex's own sandbox runs a command, as a step outside loope's sandbox would find it.
+
+        Inside loope's sandbox codex runs with none of its own (``danger-full-access``): nothing to ask.
+        """
+        if sandboxed or not own_sandbox_in_use(self.extra_args()):
             return None
         return sandbox_problem(self.binary(), os.environ, workdir)
 

@@ -85,7 +85,7 @@ class Check:
         return asdict(self)
 
 
-def _check(spec_text: str, options: Mapping[str, Any], workdir: Path) -> Check:
+def _check(spec_text: str, options: Mapping[str, Any], workdir: Path, sandboxed: bool) -> Check:
     from loope.errors import LoopeError
 
     try:
@@ -112,7 +112,7 @@ def _check(spec_text: str, options: Mapping[str, Any], workdir: Path) -> Check:
             f"{binary} does not run (`{binary} {' '.join(info.version_args)}` failed)",
             [f"reinstall it: {info.install}"],
         )
-    trouble = agent.doctor_problem(workdir) if isinstance(agent, ProcessAgent) else None
+    trouble = agent.doctor_problem(workdir, sandboxed=sandboxed) if isinstance(agent, ProcessAgent) else None
     if trouble:
         return Check(spec_text, False, f"{version}; {trouble}")
     home = Path.home()
@@ -140,7 +140,11 @@ def _login_path(home: Path, entry: str) -> Path:
     return home / entry
 
 
-def diagnose(specs: list[str], options: Mapping[str, Any], workdir: Path) -> list[Check]:
-    """Each agent checked as a run from ``workdir`` would use it (``options``: per-adapter loope.toml settings)."""
+def diagnose(specs: list[str], options: Mapping[str, Any], workdir: Path, *, sandbox: str) -> list[Check]:
+    """Each agent checked as a run from ``workdir`` would use it (``options``: per-adapter loope.toml
+    settings; ``sandbox``: the run's ``--sandbox`` mode)."""
+    from loope.sandbox import bwrap
+
+    sandboxed = sandbox != "off" and bwrap.support().works
     with ThreadPoolExecutor(max_workers=8) as pool:
-        return list(pool.map(lambda text: _check(text, options, workdir), specs))
+        return list(pool.map(lambda text: _check(text, options, workdir, sandboxed), specs))

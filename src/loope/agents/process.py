@@ -217,8 +217,11 @@ class ProcessAgent:
         """
         return None
 
-    def doctor_problem(self, workdir: Path) -> str | None:
-        """What ``loope doctor`` finds wrong beyond the binary and credentials (a sandbox that cannot run), or None."""
+    def doctor_problem(self, workdir: Path, *, sandboxed: bool) -> str | None:
+        """What ``loope doctor`` finds wrong beyond the binary and credentials (a sandbox that cannot run), or None.
+
+        ``sandboxed``: the project's steps will run inside loope's sandbox.
+        """
         return None
 
     def preflight(self, workdir: Path) -> str | None:

@@ -49,7 +49,8 @@ def doctor(workdir: Path | None, json_: bool) -> int:
     spec = build_spec({"goal": "doctor"}, root)
     names = [spec.implementer, *spec.reviewers, spec.designer, spec.verifier, spec.critic]
     options = {name: spec.agent_options(name) for name in spec.agents}
-    checks = [*diagnose([n for n in dict.fromkeys(names) if n], options, root), _sandbox_check(spec.sandbox)]
+    agents = diagnose([n for n in dict.fromkeys(names) if n], options, root, sandbox=spec.sandbox)
+    checks = [*agents, _sandbox_check(spec.sandbox)]
     if json_:
         click.echo(json.dumps([c.to_dict() for c in checks], indent=2))
     else:
@@ -68,6 +69,6 @@ def _sandbox_check(mode: str) -> Check:
 
     works, line = status_line()
     if mode == "off":
-        return Check("sandbox", True, f"off for this project's runs (--sandbox auto or on turns it on); {line}")
+        return Check("sandbox", True, 'off (sandbox = "off" in loope.toml): only the guard keeps the rules')
     fixes = [] if works else ["install bubblewrap: apt-get install -y bubblewrap"]
     return Check("sandbox", works or mode != "on", line, fixes)

@@ -68,12 +68,18 @@ from loope.cli.options import output_options, views
 @click.option(
     "--sandbox",
     type=click.Choice(["auto", "on", "off"]),
-    help="Run every step under bubblewrap: auto (where it works), on (or refuse), off. [default: off]",
+    help="Run every step under bubblewrap: auto (where it works), on (or refuse), off. [default: auto]",
 )
 @click.option(
     "--sandbox-network",
     type=click.Choice(["on", "off"]),
     help="Whether gate, metric and success commands reach the network in the sandbox. [default: on]",
+)
+@click.option(
+    "--sandbox-writable",
+    multiple=True,
+    metavar="DIR",
+    help="A directory the sandboxed steps may also write, such as a build cache (repeatable).",
 )
 @click.option("--notify", multiple=True, metavar="SPEC", help="slack:CHANNEL, webhook:URL or cmd:COMMAND.")
 @click.option("--detach", is_flag=True, help="Run in the background; print the run id.")
@@ -90,7 +96,7 @@ def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool,
 
     workdir = (flags.pop("workdir") or Path(project_root())).expanduser()
     flags["reviewers"] = _reviewers(flags.pop("reviewer"), flags.pop("reviewers"))
-    for key in ("editable", "protect", "notify"):
+    for key in ("editable", "protect", "notify", "sandbox_writable"):
         flags[key] = list(flags[key]) or None
     flags["goal"] = _goal(goal, goal_file)
     spec = build_spec(flags, workdir)
@@ -145,7 +151,7 @@ def _check_real_setup(spec: Any) -> None:
     from loope.errors import LoopeError
 
     options = {name: spec.agent_options(name) for name in spec.agents}
-    failing = [c for c in diagnose(list(spec.dry_run_agents), options, spec.workdir) if not c.ok]
+    failing = [c for c in diagnose(list(spec.dry_run_agents), options, spec.workdir, sandbox=spec.sandbox) if not c.ok]
     if failing:
         problems = "; ".join(f"{c.agent}: {c.summary}" + (f" ({c.fixes[0]})" if c.fixes else "") for c in failing)
         raise LoopeError(f"dry run: the real set-up would fail: {problems}")

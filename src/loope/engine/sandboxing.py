@@ -37,4 +37,5 @@ def run_sandbox(
         protected_patterns=guard.protected_patterns,
         hide_project_but=overlay_needs(workspace) if workspace.mode == WorkspaceMode.OVERLAY else None,
     )
-    return RunSandbox(layout, check_network=spec.sandbox_network == "on")
+    writable = [Path(p) for p in spec.sandbox_writable]
+    return RunSandbox(layout, check_network=spec.sandbox_network == "on", writable=writable)

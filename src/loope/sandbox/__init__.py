@@ -48,7 +48,7 @@ def status_line() -> tuple[bool, str]:
     """What ``loope doctor`` says about the sandbox: (works, one line)."""
     found = bwrap.support()
     if found.works:
-        return True, f"bubblewrap at {found.binary} works: with --sandbox auto or on every step runs in it"
+        return True, f"bubblewrap at {found.binary}: every step runs sandboxed (--sandbox auto)"
     return False, f"{found.reason}: steps run unsandboxed, only the guard keeps the rules"
 
 
@@ -114,11 +114,15 @@ class StepBox:
 class RunSandbox:
     """Hands each step of a run its box."""
 
-    def __init__(self, layout: Layout | None = None, *, check_network: bool = True) -> None:
+    def __init__(
+        self, layout: Layout | None = None, *, check_network: bool = True, writable: Iterable[Path] = ()
+    ) -> None:
         found = bwrap.support() if layout is not None else None
         self.binary = found.binary if found is not None and found.works else None
         self.layout = layout if self.binary is not None else None
         self.check_network = check_network
+        self.writable = tuple(writable)
+        """Directories the user lets every step write (``--sandbox-writable``)."""
 
     @property
     def enabled(self) -> bool:
@@ -127,12 +131,14 @@ class RunSandbox:
     def agent(self, *, write: bool, state: Iterable[Path] = (), visible: Iterable[Path] = ()) -> StepBox:
         """An agent step's box: the work tree writable for writers, ``state`` (its CLI's own files) for all."""
         existing = [p for p in state if _prepare_state(p)] if self.enabled else []
-        return StepBox(self.binary, self.layout, write=write, state=existing, visible=visible)
+        return StepBox(self.binary, self.layout, write=write, state=[*existing, *self.writable], visible=visible)
 
     def check(self, command: str, cwd: Path) -> StepBox:
         """A gate, metric or success command's box: the work tree writable (caches), no home state."""
         visible = named_paths(command, cwd) if self.enabled else []
-        return StepBox(self.binary, self.layout, write=True, visible=visible, network=self.check_network)
+        return StepBox(
+            self.binary, self.layout, write=True, state=self.writable, visible=visible, network=self.check_network
+        )
 
 
 UNSANDBOXED = RunSandbox()

@@ -159,3 +159,26 @@ def named_paths(command: str, cwd: Path) -> list[Path]:
         if path.exists():
             found.append(Path(os.path.realpath(path)))
     return found
+
+
+def writable_dirs(given: Iterable[str], workdir: Path | None) -> list[str]:
+    """``--sandbox-writable`` checked: existing directories, absolute (or under ``~``), outside the project.
+
+    Inside the project they would undo what the sandbox keeps read-only (the repository, the run
+    dir); around it (``~``) they cannot, since the read-only paths are mounted on top.
+    """
+    found = []
+    for raw in given:
+        path = Path(raw).expanduser()
+        if not path.is_absolute():
+            raise ValueError(f"{raw!r} is not an absolute path; give --sandbox-writable a full path such as ~/.cache")
+        if not path.is_dir():
+            raise ValueError(f"{raw} is not a directory; create it first, or drop it from --sandbox-writable")
+        real = Path(os.path.realpath(path))
+        if workdir is not None and real.is_relative_to(os.path.realpath(workdir)):
+            raise ValueError(
+                f"{raw} is inside the project, which the sandbox keeps read-only (agents write the workspace);"
+                " name a directory outside it"
+            )
+        found.append(str(real))
+    return found
