@@ -207,8 +207,10 @@ class ProcessAgent:
         return [home / rel for rel in self.home_state] + [Path(env[v]) for v in self.home_env if env.get(v)]
 
     def visible_paths(self, request: AgentRequest) -> list[Path]:
-        """Files the command needs to see, read-only, wherever they are (inside the sandbox)."""
-        return []
+        """Files the command needs to see, read-only, wherever they are (inside the sandbox): its program,
+        should it be named by a path (``bin`` in loope.toml) under /tmp, which the step's private /tmp hides."""
+        program = Path(self.binary()).expanduser()
+        return [program] if program.is_absolute() and program.exists() else []
 
     def runtime_problem(self, request: AgentRequest, env: Mapping[str, str]) -> str | None:
         """Why this step cannot do its work in the environment it is about to get, or None.
