@@ -63,7 +63,15 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: one clear line for any error, a documented exit code, traceback only with LOOPE_DEBUG=1."""
-    sys.exit(run_cli(argv))
+    code = run_cli(argv)
+    if "temporalio" in sys.modules:
+        # Temporal's core keeps threads of its own that may call into Python while the interpreter shuts
+        # down, which aborts the process (a fatal error, exit 134) after the command's work is done. Once
+        # everything is written, leave without that shutdown; loope registers no exit handlers.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def run_cli(argv: list[str] | None = None) -> int:
