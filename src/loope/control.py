@@ -50,7 +50,7 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     row = open_store(workdir).get(run_id) or {}
     alive = record.get("status") == "running" and runner_alive(rundir.root, record.get("pid"))
     pid = (runner_pid(rundir.root) or record.get("pid")) if alive else record.get("pid")
-    state_path = _state_path(row, record)
+    state_path = _state_path(rundir.root, row, record)
     state = state_file.read(state_path) if state_path is not None else None
     spec = _optional_json(rundir / "spec.json")
     totals = _object(record.get("totals"))
@@ -103,17 +103,15 @@ def waiting_text(waiting: Any) -> str | None:
     return f"waiting for the usage limit until {local_clock(until)}{who}"
 
 
-def _state_path(row: dict[str, Any], record: dict[str, Any]) -> Path | None:
-    if row.get("state_file"):
-        from loope.workspace.loopedir import outside_view
+def _state_path(run_root: Path, row: dict[str, Any], record: dict[str, Any]) -> Path | None:
+    from loope.records.rundir import state_file_of
+    from loope.workspace.loopedir import outside_view
 
-        return outside_view(Path(row["state_file"]))
-    workspace = record.get("workspace")
-    if isinstance(workspace, dict) and workspace.get("path"):
-        from loope.workspace.loopedir import outside_view
-
-        return outside_view(Path(workspace["path"]) / ".loope" / "state.md")
-    return None
+    saved = outside_view(Path(row["state_file"])) if row.get("state_file") else None
+    if saved is not None and saved.exists():
+        return saved
+    found = state_file_of(run_root, record.get("workspace"))
+    return outside_view(found) if found is not None else saved
 
 
 def _object(value: Any) -> dict[str, Any]:

@@ -82,6 +82,8 @@ class LoopSpec(BaseModel):
     """How agents get a tree to edit: a git worktree (default in git), a copy, the tree itself, or an overlay."""
     branch: str | None = None
     """The run branch in worktree mode (default ``loope/<run-id>``)."""
+    keep_workspace: bool = False
+    """Keep a finished run's worktree (by default it is removed: the result is on the run branch)."""
 
     implementer: str = "claude"
     """The agent that writes the change."""

@@ -64,6 +64,12 @@ from loope.cli.options import output_options, views
     "--workspace", type=click.Choice(["worktree", "copy", "in-place", "overlay", "auto"]), help="Where agents work."
 )
 @click.option("--branch", metavar="NAME", help="The run branch. [default: loope/<run-id>]")
+@click.option(
+    "--keep-workspace",
+    is_flag=True,
+    default=None,
+    help="Keep the worktree when the run ends (by default it is removed; the result is on the run branch).",
+)
 @click.option("--isolate-home", is_flag=True, default=None, help="A private agent config dir per step.")
 @click.option(
     "--sandbox",

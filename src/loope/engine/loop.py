@@ -60,6 +60,7 @@ from loope.workspace.branch import publish_run
 from loope.workspace.git import toplevel
 from loope.workspace.guard import Guard
 from loope.workspace.loopedir import LOOPE_DIR
+from loope.workspace.retire import retire
 from loope.workspace.workspace import Workspace
 
 
@@ -608,12 +609,14 @@ class Engine:
         record.converged = reason == StopReason.CONVERGED
         record.finished_at = now_iso()
         changes: list[FileChange] = []
+        finished = False  # the final diff is written: the worktree may go
         try:
             final = run.workspace.compare()
             changes = final.changes
             record.changes = Changes(list(changes))
             write_bytes(run.rundir / "changes.diff", final.patch)
             write_text(run.rundir / "changed-files.txt", "".join(f"{c.path}\n" for c in changes))
+            finished = True
         except (LoopeError, OSError) as exc:
             record.stop_detail = f"{detail}; the final diff could not be computed: {exc}"
             if disk_full(exc) and reason != StopReason.FAILED:
@@ -624,6 +627,9 @@ class Engine:
                 record.stop_detail = f"{record.stop_detail}; {kept}"
         except (LoopeError, OSError) as exc:
             record.stop_detail = f"{record.stop_detail}; the run's branch could not be updated: {exc}"
+        if finished and not self.spec.keep_workspace:  # the result is on the run branch and in the run dir now
+            retired = retire(run.workspace, run.rundir.root)
+            record.workspace.removed, record.workspace.note = retired.removed, retired.note
         run.save_if_possible()
         if self.memory is not None and not self.spec.dry_run:  # a dry run teaches nothing
             try:

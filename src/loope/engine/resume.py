@@ -15,6 +15,7 @@ from loope.records.atomic import write_text
 from loope.records.model import RunRecord, StepRecord, Totals, WorkspaceInfo
 from loope.records.rundir import RunDir
 from loope.workspace.branch import drop_branch
+from loope.workspace.retire import recreate
 from loope.workspace.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ def rewind(rundir: RunDir, record: RunRecord) -> Workspace:
     recorded from the usage it had reported) and the totals still count them.
     """
     done = record.completed
+    recreate(record, rundir.root)
     workspace = reopen_workspace(record.workspace)
     workspace.mount()
     kept = [s for s in record.steps if s.iteration <= done]

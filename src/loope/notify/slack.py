@@ -19,6 +19,7 @@ from loope.notify import slack_text as fmt
 from loope.notify.delivery import NotifyLog, Worker
 from loope.records import state as state_file
 from loope.records.model import Totals
+from loope.records.rundir import STATE_COPY
 
 if TYPE_CHECKING:
     from slack_sdk.http_retry import HttpRequest, HttpResponse, RetryState
@@ -146,6 +147,7 @@ class SlackNotifier:
         self.max_iters = 1
         self.max_cost: float | None = None
         self.state_path: Path | None = None
+        self.run_dir: Path | None = None
         # The message and its reaction (touched only by the worker thread).
         self.channel_id: str | None = None
         self.ts: str | None = None
@@ -174,6 +176,7 @@ class SlackNotifier:
         self.max_cost = event.budgets.cost_usd
         self.budget = fmt.budget_line(self.max_iters, event.budgets)
         self.state_path = Path(event.state_file) if event.state_file else None
+        self.run_dir = Path(event.run_dir)
         resumed_at = event.resumed_at
         done = int(resumed_at) - 1 if resumed_at else 0
         line = fmt.progress_line(fmt.Progress(done, self.max_iters, 0.0, self.max_cost, "starting"))
@@ -181,8 +184,17 @@ class SlackNotifier:
             line = f"{line} (resumed)"
         self.worker.submit("the start message", lambda: self._start(line, resumed_at))
 
+    def _state(self) -> state_file.State | None:
+        path = self.state_path
+        if path is None:
+            return None
+        if not path.exists() and self.run_dir is not None and (self.run_dir / STATE_COPY).exists():
+            path = self.run_dir / STATE_COPY  # the worktree was removed when the run ended
+        return state_file.read(path)
+
     def _progress(self, iteration: int, totals: Totals) -> fmt.Progress:
-        status = state_file.read(self.state_path).status if self.state_path else "in-progress"
+        state = self._state()
+        status = state.status if state is not None else "in-progress"
         return fmt.Progress(iteration, self.max_iters, totals.cost_usd, self.max_cost, status)
 
     def _finished(self, event: RunFinished) -> None:
@@ -195,9 +207,10 @@ class SlackNotifier:
             ]
         )
         body = ""
-        if self.state_path is not None:
+        state = self._state()
+        if state is not None:
             # Escaped: the agent wrote it, and an unescaped <!channel> would page the whole channel.
-            body = fmt.escape(state_file.read(self.state_path).body)
+            body = fmt.escape(state.body)
         reaction = fmt.outcome(reason)[0]
         self.worker.submit("the final message", lambda: self._finish(final, reaction, body))
 

@@ -97,6 +97,10 @@ class WorkspaceInfo:
     git_dir: str | None = None
     start: str | None = None
     """A worktree run's branch starts at this commit, the user's HEAD as the run started ("": none)."""
+    removed: bool = False
+    """The worktree was removed when the run ended (its result is on the branch); ``continue`` makes it again."""
+    note: str | None = None
+    """Why a finished run's worktree was kept, or what removing it left behind."""
 
 
 @dataclass(frozen=True)

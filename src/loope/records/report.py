@@ -81,6 +81,7 @@ def render(run: Mapping[str, Any]) -> str:
         + (f" — {run['stop_detail']}" if run.get("stop_detail") else ""),
         f"**Cost:** {money(run)}; {run.get('duration_s', 0):.1f}s",
         f"**Workspace:** {ws.get('mode')} at `{ws.get('path')}`"
+        + (" (removed when the run ended)" if ws.get("removed") else "")
         + (f", branch `{ws['branch']}`" if ws.get("branch") else "")
         + f", base {str(ws.get('base', ''))[:10]}",
     ]

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from loope.spec import LoopSpec
 
 RUNS = Path(".loope") / "runs"
+STATE_COPY = "state.md"
+"""The agent's state file, copied into the run dir when the run's worktree is removed."""
 _WORD = re.compile(r"[a-z0-9]+")
 _ID = re.compile(r"^(\d{4,})-")
 
@@ -172,3 +174,16 @@ def find_run(
         names = ", ".join(r.run_id for r in matches[:5])
         raise LoopeError(f"{ref!r} matches {len(matches)} runs ({names}); give more of the id")
     return matches[0]
+
+
+def state_file_of(run_root: Path, workspace: Any) -> Path | None:
+    """Where a run's state file is now: in its workspace, or the run dir's copy once the worktree is gone.
+
+    ``workspace`` is run.json's ``workspace`` object (or anything with a ``path``).
+    """
+    path = workspace.get("path") if isinstance(workspace, dict) else getattr(workspace, "path", None)
+    in_workspace = Path(str(path)) / ".loope" / "state.md" if path else None
+    if in_workspace is not None and in_workspace.exists():
+        return in_workspace
+    copy = run_root / STATE_COPY
+    return copy if copy.exists() else in_workspace

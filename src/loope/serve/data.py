@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loope.records.rundir import RUNS, RunDir, list_runs
+from loope.records.rundir import RUNS, RunDir, list_runs, state_file_of
 from loope.runners import effective_status
 
 PAGE_BYTES = 64 * 1024
@@ -110,7 +110,8 @@ def run_detail(project: Project, rundir: RunDir) -> dict[str, Any]:
     spec = _json(rundir / "spec.json")
     view, offset = read_view(rundir / "events.jsonl")
     workspace: dict[str, Any] = record["workspace"] if isinstance(record.get("workspace"), dict) else {}
-    state = _read_text(outside_view(Path(workspace["path"]) / ".loope" / "state.md")) if workspace.get("path") else None
+    state_path = state_file_of(rundir.root, workspace)
+    state = _read_text(outside_view(state_path)) if state_path is not None else None
     steps = sorted(p.name for p in (rundir / "agents").glob("*") if p.is_dir()) if (rundir / "agents").is_dir() else []
     return {
         **run_row(project, rundir),

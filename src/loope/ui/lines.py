@@ -154,6 +154,9 @@ def summary_lines(data: dict[str, Any], run_id: str, view: RunView | None = None
         out += landing_hints(record, short)
     else:
         out.append("no files changed")
+    note = (data.get("workspace") or {}).get("note")
+    if note:
+        out.append(f"workspace {note}")
     out.append(next_command(data, run_id))
     return out
 
