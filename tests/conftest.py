@@ -61,6 +61,23 @@ class Project:
         return json.loads((self.runs()[index] / "run.json").read_text())
 
 
+def run_file(run: dict, rel: str) -> str:
+    """``rel`` as the run left it: its worktree's file, or its last commit's once the worktree was removed."""
+    ws = run["workspace"]
+    if not ws.get("removed"):
+        return (Path(ws["path"]) / rel).read_text()
+    return git(Path(run["workdir"]), "show", f"{ws['head']}:./{rel}")
+
+
+def run_has(run: dict, rel: str) -> bool:
+    """Whether the run left ``rel`` (in its worktree, or in its last commit once the worktree was removed)."""
+    ws = run["workspace"]
+    if not ws.get("removed"):
+        return os.path.lexists(Path(ws["path"]) / rel)
+    found = subprocess.run(["git", "cat-file", "-e", f"{ws['head']}:./{rel}"], cwd=run["workdir"], check=False)
+    return found.returncode == 0
+
+
 CALC = """\
 def add(a, b):
     return a - b

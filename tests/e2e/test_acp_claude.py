@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CALC_TESTS, FIX, GATE, Project
+from tests.conftest import CALC_TESTS, FIX, GATE, Project, run_file
 from tests.e2e.conftest import agent_binary
 from tests.e2e.model_server import Fail, MessagesRequest, ModelServer, Scripted, Turn, reply, text, tool_use
 from tests.e2e.test_claude import RIGHT, implementer_script
@@ -65,7 +65,7 @@ def test_claude_acp_fixes_the_bug_in_two_iterations_from_gate_feedback(project, 
         assert '"method": "session/request_permission"' in transcript
     implementer = [s for s in run["steps"] if s["role"] == "implementer"]
     assert all(s["cost_usd"] > 0 for s in implementer)
-    assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == f"def add(a, b):\n    {RIGHT}\n"
+    assert run_file(run, "calc.py") == f"def add(a, b):\n    {RIGHT}\n"
     assert project.read("calc.py") == "def add(a, b):\n    return a - b\n"
 
 
@@ -123,7 +123,7 @@ def test_a_reviewers_attempted_edit_is_refused(project, cli, agent_script, use_c
     (step,) = steps(project, "reviewer")
     said = [e["text"] for e in events(step) if e["kind"] == "message"]
     assert "loope refuses: the reviewer is read-only and may not edit anything" in said
-    assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == f"def add(a, b):\n    {RIGHT}\n"
+    assert run_file(run, "calc.py") == f"def add(a, b):\n    {RIGHT}\n"
 
 
 MARKER = "3217.5"

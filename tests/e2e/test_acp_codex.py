@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIX, GATE, Project
+from tests.conftest import FIX, GATE, Project, run_file
 from tests.e2e.conftest import CODEX_KEY_ENV, _add_agent_settings, agent_binary, codex_provider_args
 from tests.e2e.model_server import (
     ModelServer,
@@ -82,7 +82,7 @@ def test_codex_acp_fixes_the_bug_in_two_iterations_from_gate_feedback(project, c
     for step in steps:
         actions = [json.loads(line) for line in (step / "events.jsonl").read_text().splitlines()]
         assert any(a.get("action") == "edit" and a.get("target") == "calc.py" for a in actions), actions
-    assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == f"def add(a, b):\n    {RIGHT}\n"
+    assert run_file(run, "calc.py") == f"def add(a, b):\n    {RIGHT}\n"
 
 
 def test_codex_acps_patch_of_a_protected_test_file_is_refused_at_the_permission_request(
@@ -107,7 +107,7 @@ def test_codex_acps_patch_of_a_protected_test_file_is_refused_at_the_permission_
 
     assert result.exit_code == 1, result.out + result.err
     run = project.run_json()
-    assert (Path(run["workspace"]["path"]) / "tests" / "test_calc.py").read_text() == before
+    assert run_file(run, "tests/test_calc.py") == before
     assert run["steps"][0]["violations"] == []  # refused before it was written: nothing for the guard to undo
     (step,) = sorted((project.runs()[-1] / "agents").glob("*-implementer-codex-acp"))
     said = [json.loads(line).get("text") for line in (step / "events.jsonl").read_text().splitlines()]
@@ -134,4 +134,4 @@ def test_a_codex_acp_reviewers_patch_is_refused(project, cli, agent_script, use_
     (step,) = sorted((project.runs()[-1] / "agents").glob("*-reviewer-codex-acp"))
     said = [json.loads(line).get("text") for line in (step / "events.jsonl").read_text().splitlines()]
     assert "loope refuses: the reviewer is read-only and may not edit anything" in said
-    assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == f"def add(a, b):\n    {RIGHT}\n"
+    assert run_file(run, "calc.py") == f"def add(a, b):\n    {RIGHT}\n"

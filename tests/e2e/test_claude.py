@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from loope.agents.pricing import estimate
-from tests.conftest import GATE, Project
+from tests.conftest import GATE, Project, run_file
 from tests.e2e.conftest import REVIEW_TOKENS, codex_sandbox
 from tests.e2e.model_server import (
     Fail,
@@ -183,7 +183,7 @@ def test_claude_reviewer_in_plan_mode_cannot_edit(project, cli, agent_script, us
     after_edit = MessagesRequest(model_server.requests_for("anthropic")[-1].body).tool_results()
     assert after_edit[0]["is_error"]
     assert "plan mode" in after_edit[0]["content"]
-    assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert run_file(run, "calc.py") == "def add(a, b):\n    return a + b\n"
 
 
 def test_claude_unauthorized_fails_the_step_with_a_login_message(project, cli, use_claude, model_server: ModelServer):
@@ -238,4 +238,4 @@ def test_claude_stops_at_the_runs_spending_cap(project, cli, use_claude, model_s
     assert run["totals"]["cost_usd"] == pytest.approx(reported_cost(step_dir), abs=1e-6)
     assert len(model_server.requests_for("anthropic")) == 1
     # The cap is checked after the reply and before its tool call runs.
-    assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+    assert run_file(run, "calc.py") == "def add(a, b):\n    return a - b\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from loope.agents.pricing import estimate
-from tests.conftest import FIXED_CALC, GATE, Project, gone
+from tests.conftest import FIXED_CALC, GATE, Project, gone, run_file
 from tests.e2e.conftest import codex_sandbox
 from tests.e2e.model_server import (
     Fail,
@@ -153,7 +153,7 @@ def test_codex_reviewer_blocks_and_its_findings_reach_the_next_implementer(
     first, second = step_dir(project, "*-implementer-exec")
     assert NO_DOCSTRING not in (first / "prompt.md").read_text()
     assert NO_DOCSTRING in (second / "prompt.md").read_text()
-    assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == DOCUMENTED
+    assert run_file(run, "calc.py") == DOCUMENTED
     # Both reviews ran read-only, without a model flag: codex used its own default model.
     sent = requests(model_server)
     assert len(sent) == 4
@@ -191,7 +191,7 @@ def test_codex_failed_turn_exits_1_and_fails_the_step_with_codexs_reason(
     assert "exit code" not in run["stop_detail"]  # turn.failed says why; its exit 1 adds nothing
     (step,) = step_dir(project, "*-implementer-codex")
     assert [e["type"] for e in transcript(step)][-2:] == ["error", "turn.failed"]
-    assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+    assert run_file(run, "calc.py") == "def add(a, b):\n    return a - b\n"
 
 
 def test_codex_waiting_forever_on_the_model_is_cut_by_the_step_timeout(

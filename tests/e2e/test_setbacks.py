@@ -7,14 +7,13 @@ import shlex
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from loope.agents.setback import iso, parse_reset
 from loope.control import run_status
 from loope.text import local_clock
-from tests.conftest import GATE, Project
+from tests.conftest import GATE, Project, run_file
 from tests.e2e.model_server import (
     Fail,
     MessagesRequest,
@@ -99,7 +98,7 @@ def test_claude_529_then_success_is_one_iteration_with_two_attempts(project, cli
     (line,) = [json.loads(x) for x in (step_dir / "attempts.jsonl").read_text().splitlines()]
     assert line["kind"] == "transient"
     assert "529" in line["error"]
-    assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert run_file(run, "calc.py") == "def add(a, b):\n    return a + b\n"
     assert [e["type"] for e in events_of(project)].count("step_retry") == 1
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GATE, PYTHON, Project, unsandboxed
+from tests.conftest import GATE, PYTHON, Project, run_has, unsandboxed
 from tests.helpers.attacks import gate_passed, sandboxed_too, violations
 from tests.helpers.attacks import run_attack as attack
 from tests.helpers.tree_snapshot import repo_changes, snapshot
@@ -55,7 +55,7 @@ def test_runner_configuration_written_by_the_agent_is_undone(project, tmp_path, 
     assert result.exit_code == 1, result.out + result.err
     assert f"{path} configures the test runner and is protected; your change to it was undone" in violations(project)
     assert gate_passed(project) is False
-    assert not (Path(project.run_json()["workspace"]["path"]) / path).exists()
+    assert not run_has(project.run_json(), path)
     assert repo_changes(before, snapshot(project.path, skip=(".loope",))) == []
 
 

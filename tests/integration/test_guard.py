@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CALC, CALC_TESTS, FIX, GATE, PYTHON, Project, unsandboxed
+from tests.conftest import CALC, CALC_TESTS, FIX, GATE, PYTHON, Project, run_file, run_has, unsandboxed
 
 # The second attempt fixes calc.py only once it has been told its first one was undone.
 FIX_WHEN_TOLD = (
@@ -129,7 +129,7 @@ def test_a_file_created_outside_the_editable_globs_is_removed(project, agent_scr
     assert result.exit_code == 0, result.out + result.err
     message = "conftest.py configures the test runner and is protected; your change to it was undone"
     assert_undone_recorded_and_fed_back(project, message)
-    assert not (workspace(project) / "conftest.py").exists()
+    assert not run_has(project.run_json(), "conftest.py")
     assert project.run_json()["changes"]["files"][0]["path"] == "calc.py"
     assert len(project.run_json()["changes"]["files"]) == 1
 
@@ -305,7 +305,7 @@ def test_the_metric_script_is_protected(scored, agent_script, cli):
     assert step(run, 1, "exec")["violations"] == ["measure.py is protected; your change to it was undone"]
     assert step(run, 1, "metric")["score"] == 9
     assert run["best"]["score"] == 9
-    assert (Path(run["workspace"]["path"]) / "measure.py").read_text().startswith("import solution")
+    assert run_file(run, "measure.py").startswith("import solution")
 
 
 def test_a_best_file_created_before_any_score_exists_is_removed(scored, agent_script, cli):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import APPROVE, FIX, FIXED_CALC, GATE, alive_in_group, gone
+from tests.conftest import APPROVE, FIX, FIXED_CALC, GATE, alive_in_group, gone, run_file, run_has
 
 
 def steps_of(run: dict, role: str) -> list[dict]:
@@ -52,7 +52,7 @@ def test_a_reviewer_block_is_fed_back_and_the_next_iteration_passes(project, age
     assert "VERDICT" not in text.split("address these blocking findings", 1)[1].split("#", 1)[0]
     first = (step_dir(project, "01-implementer-exec") / "prompt.md").read_text()
     assert "NEEDS-DOCSTRING-7" not in first
-    assert '"The sum."' in (Path(run["workspace"]["path"]) / "calc.py").read_text()
+    assert '"The sum."' in run_file(run, "calc.py")
 
 
 def test_a_failing_gate_is_fed_back_and_reviewers_wait_for_a_passing_gate(project, agent_script, cli):
@@ -227,7 +227,7 @@ def test_design_contract_is_saved_and_given_to_implementer_and_reviewers(project
     run = project.run_json()
     assert (run["steps"][0]["role"], run["steps"][0]["iteration"]) == ("designer", 0)
     assert "CONTRACT-MARK-31" in (rundir / "design-contract.md").read_text()
-    assert "CONTRACT-MARK-31" in (Path(run["workspace"]["path"]) / "DESIGN_CONTRACT.md").read_text()
+    assert "CONTRACT-MARK-31" in run_file(run, "DESIGN_CONTRACT.md")
     assert "CONTRACT-MARK-31" in (rundir / "agents" / "02-implementer-exec" / "prompt.md").read_text()
     assert "CONTRACT-MARK-31" in (rundir / "agents" / "04-reviewer-exec" / "prompt.md").read_text()
     assert "## Design" in (rundir / "report.md").read_text()
@@ -289,9 +289,8 @@ def test_a_reviewer_that_writes_has_its_changes_undone_and_fed_back(project, age
     run = project.run_json()
     review = steps_of(run, "reviewer")[0]
     assert any("may only read" in v for v in review["violations"])
-    workspace = Path(run["workspace"]["path"])
-    assert (workspace / "calc.py").read_text() == FIXED_CALC
-    assert not (workspace / "review-notes.txt").exists()
+    assert run_file(run, "calc.py") == FIXED_CALC
+    assert not run_has(run, "review-notes.txt")
     assert [f["path"] for f in run["changes"]["files"]] == ["calc.py"]
     prompt = (step_dir(project, "04-implementer-exec") / "prompt.md").read_text()
     assert "### Changes that were undone" in prompt

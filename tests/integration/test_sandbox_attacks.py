@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from loope.sandbox import bwrap, reap
-from tests.conftest import CALC_TESTS, GATE, Project
+from tests.conftest import CALC_TESTS, GATE, Project, run_file
 from tests.helpers.attacks import BOTH, SANDBOX_ON
 
 FAKE_TESTS = "def test_add():\n    pass\n\n\ndef test_add_negative():\n    pass\n"
@@ -282,7 +282,7 @@ def test_no_process_outlives_its_step(project, attack, cli, sandbox, escape):
     assert result.exit_code == 1, result.out + result.err
     record = project.run_json()
     assert record["status"] != "converged"
-    assert (Path(record["workspace"]["path"]) / "tests" / "test_calc.py").read_text() == CALC_TESTS
+    assert run_file(record, "tests/test_calc.py") == CALC_TESTS
     assert survivors(markers(step(project))) == []
     assert_untouched(before, project.path)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIX, FIXED_CALC, GATE, Project
+from tests.conftest import FIX, FIXED_CALC, GATE, Project, run_file
 
 # Records the files the agent sees (and two of them), then fixes calc.py.
 SEES = """
@@ -147,7 +147,7 @@ def test_a_directory_outside_git_defaults_to_a_copy(tmp_path, agent_script, cli)
     assert result.exit_code == 0, result.out + result.err
     run = plain.run_json()
     assert run["workspace"]["mode"] == "copy"
-    assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == FIXED_CALC
+    assert run_file(run, "calc.py") == FIXED_CALC
     assert plain.read("calc.py") == "def add(a, b):\n    return a - b\n"
     assert not (plain.path / ".git").exists()
     assert sorted(p.name for p in plain.path.iterdir()) == [".loope", "README.md", "calc.py", "tests"]
@@ -210,7 +210,7 @@ def test_a_run_in_a_repository_without_commits(tmp_path, agent_script, cli):
     assert result.exit_code == 0, result.out + result.err
     run = fresh.run_json()
     assert run["workspace"]["mode"] == "worktree"
-    assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == FIXED_CALC
+    assert run_file(run, "calc.py") == FIXED_CALC
     assert fresh.git("status", "--porcelain") == "?? calc.py\n"
     no_head = subprocess.run(
         ["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=fresh.path, capture_output=True, check=False

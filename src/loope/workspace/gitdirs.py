@@ -48,6 +48,8 @@ class GitDirGuard:
     _before: dict[str, _Entry] = field(default_factory=dict)
     moved: dict[str, str] = field(default_factory=dict)
     """Refs the last ``restore`` put back, with the commit each had moved to (to get it back, if it was wanted)."""
+    _last: dict[str, _Entry] = field(default_factory=dict)
+    """The last scan: a file whose signature has not changed since is not read again."""
 
     def _owned(self, rel: str) -> bool:
         return any(rel == own or rel.startswith(f"{own}/") for own in self.own)
@@ -71,10 +73,14 @@ class GitDirGuard:
                 info = os.lstat(os.path.join(current, name))
                 found[rel] = self._entry(rel, info)
             dirs[:] = [d for d in dirs if not self._owned((base / d).as_posix())]
+        self._last = found
         return found
 
     def _entry(self, rel: str, info: os.stat_result) -> _Entry:
         signature = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+        seen = self._last.get(rel)
+        if seen is not None and seen.signature == signature:
+            return seen  # no write leaves the change time as it was: the content is the same
         if stat.S_ISLNK(info.st_mode):
             return _Entry("link", signature, target=os.readlink(self.root / rel))
         if stat.S_ISDIR(info.st_mode):
@@ -112,7 +118,7 @@ class GitDirGuard:
                 self.moved[rel] = new.content.decode("ascii", "replace").strip()
             self._put_back(rel, old, new)
             changed.append(rel)
-        self.take()
+        self._before = self._scan() if changed else now
         return changed
 
     def _same_file(self, rel: str, old: _Entry) -> bool:

@@ -19,12 +19,12 @@ from pathlib import Path
 from loope.workspace import safefs
 
 # What loope itself keeps directly in a run directory.
-LOOPE_DIRS = frozenset({"agents", "workspace", "shadow.git"})
+LOOPE_DIRS = frozenset({"agents", "workspace", "workspace.removed", "shadow.git"})
 LOOPE_FILES = frozenset(
     {
         "spec.json", "run.json", "report.md", "events.jsonl", "ledger.jsonl", "changes.diff", "changed-files.txt",
         "design-contract.md", "best", "score.log", "runner.lock", "runner.log", "observer-errors.log", "error.log",
-        "snapshot.index", "pytest-boundary.ini",
+        "snapshot.index", "pytest-boundary.ini", "state.md",
     }
 )  # fmt: skip
 # Names pytest (and Python) read from a directory above the tests.
