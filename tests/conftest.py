@@ -69,6 +69,14 @@ def run_file(run: dict, rel: str) -> str:
     return git(Path(run["workdir"]), "show", f"{ws['head']}:./{rel}")
 
 
+def run_state(rundir: Path) -> str:
+    """The agent's state file as the run left it (the run dir keeps a copy once the worktree is removed)."""
+    ws = json.loads((rundir / "run.json").read_text())["workspace"]
+    if ws.get("removed"):
+        return (rundir / "state.md").read_text()
+    return (Path(ws["path"]) / ".loope" / "state.md").read_text()
+
+
 def run_has(run: dict, rel: str) -> bool:
     """Whether the run left ``rel`` (in its worktree, or in its last commit once the worktree was removed)."""
     ws = run["workspace"]

@@ -89,8 +89,7 @@ def test_a_write_to_a_protected_test_file_is_refused_at_the_permission_request(
 
     assert result.exit_code == 1, result.out + result.err
     run = project.run_json()
-    workspace = Path(run["workspace"]["path"])
-    assert (workspace / "tests" / "test_calc.py").read_text() == CALC_TESTS  # never written, not reverted
+    assert run_file(run, "tests/test_calc.py") == CALC_TESTS  # never written, not reverted
     (step,) = steps(project, "implementer")
     said = [e["text"] for e in events(step) if e["kind"] == "message"]
     assert "loope refuses: tests/test_calc.py is protected; leave it as it is" in said

@@ -134,8 +134,7 @@ def test_claude_fixes_the_bug_in_two_iterations_from_gate_feedback(
         assert any((step / "home").iterdir())  # --isolate-home: claude kept its config in the step's own dir
     assert "test_add_negative" not in (first / "prompt.md").read_text()
     assert "test_add_negative" in (second / "prompt.md").read_text()
-    workspace = Path(run["workspace"]["path"])
-    assert (workspace / "calc.py").read_text() == f"def add(a, b):\n    {RIGHT}\n"
+    assert run_file(run, "calc.py") == f"def add(a, b):\n    {RIGHT}\n"
     assert project.read("calc.py") == "def add(a, b):\n    return a - b\n"  # the user's tree is untouched
     # Bash runs headless in write roles: the agent's own pytest run passed.
     requests = [MessagesRequest(r.body) for r in model_server.requests_for("anthropic")]

@@ -91,8 +91,7 @@ def test_codex_fixes_the_bug_through_its_shell_tool_in_workspace_write(
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
     assert (run["status"], run["iterations"]) == ("converged", 1)
-    workspace = Path(run["workspace"]["path"])
-    assert (workspace / "calc.py").read_text() == DOCUMENTED
+    assert run_file(run, "calc.py") == DOCUMENTED
     assert project.read("calc.py") == "def add(a, b):\n    return a - b\n"  # the user's tree is untouched
     (step,) = step_dir(project, "*-implementer-codex")
     actions = [(e["action"], e["target"]) for e in events(step) if e["kind"] == "action"]

@@ -32,10 +32,10 @@ def shell_implementer(where: Path, script: str) -> str:
 
 
 def run_attack(cli, proj: Project, implementer: str, *extra: str, gate: str = GATE):  # type: ignore[no-untyped-def]
-    """One iteration of ``fix add`` with ``implementer``, no reviewer and ``gate``."""
+    """One iteration of ``fix add`` with ``implementer``, no reviewer and ``gate``; the workspace is kept to be read."""
     return cli(
         "run", "fix add", "--implementer", implementer, "--no-review", "--verify-cmd", gate,
-        "--max-iters", "1", "--plain", *extra, cwd=proj.path,
+        "--max-iters", "1", "--keep-workspace", "--plain", *extra, cwd=proj.path,
     )  # fmt: skip
 
 

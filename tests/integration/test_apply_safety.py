@@ -97,7 +97,7 @@ def test_changes_diff_is_accepted_by_git_apply(project, cli, tmp_path) -> None:
         "printf 'new\\n' > added.txt\n"
     )
     run(cli, project, shell_agent(tmp_path, body))
-    workspace = Path(project.run_json()["workspace"]["path"])
+    head = project.run_json()["workspace"]["head"]
     patch = project.runs()[-1] / "changes.diff"
     other = tmp_path / "other"
     git(tmp_path, "clone", "-q", str(project.path), str(other))
@@ -105,7 +105,8 @@ def test_changes_diff_is_accepted_by_git_apply(project, cli, tmp_path) -> None:
     done = subprocess.run(["git", "apply", str(patch)], check=False, cwd=other, env=env, capture_output=True)
     assert done.returncode == 0, done.stderr
     for name in ("data.bin", "latin1.txt", "added.txt"):
-        assert (other / name).read_bytes() == (workspace / name).read_bytes()
+        at_head = subprocess.run(["git", "show", f"{head}:{name}"], cwd=project.path, capture_output=True, check=True)
+        assert (other / name).read_bytes() == at_head.stdout
     assert os.access(other / "tool.sh", os.X_OK)
 
 

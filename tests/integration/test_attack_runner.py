@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GATE, PYTHON, Project, run_has, unsandboxed
+from tests.conftest import GATE, PYTHON, Project, run_file, run_has, unsandboxed
 from tests.helpers.attacks import gate_passed, sandboxed_too, violations
 from tests.helpers.attacks import run_attack as attack
 from tests.helpers.tree_snapshot import repo_changes, snapshot
@@ -91,7 +91,7 @@ def test_only_the_pytest_tables_of_pyproject_are_put_back(project, tmp_path, cli
         " the rest of your change is kept" in violations(project)
     )
     assert gate_passed(project) is False
-    text = (Path(project.run_json()["workspace"]["path"]) / "pyproject.toml").read_text()
+    text = run_file(project.run_json(), "pyproject.toml")
     assert 'version = "2"' in text
     assert IGNORE not in text
     assert [f["path"] for f in project.run_json()["changes"]["files"]] == ["pyproject.toml", "tests/test_ok.py"]

@@ -372,9 +372,8 @@ def test_resume_after_a_killed_runner_continues_from_the_last_completed_iteratio
     assert alive_in_group(group) == []
     run = read_json(rundir / "run.json")
     assert (run["status"], run["stop_reason"], run["iterations"], run["completed"]) == ("max_iters", "max_iters", 4, 4)
-    workspace = Path(run["workspace"]["path"])
     # Only completed iterations' changes: the killed iteration's partial write is gone.
-    assert (workspace / "log.txt").read_text() == "iteration 1\niteration 2\niteration 3\niteration 4\n"
+    assert run_file(run, "log.txt") == "iteration 1\niteration 2\niteration 3\niteration 4\n"
     iterations = [s["iteration"] for s in run["steps"]]
     assert iterations == [1, 2, 3, 4]
     assert [s["id"] for s in run["steps"]] == [1, 2, 3, 4]
@@ -407,8 +406,7 @@ def test_a_stop_recorded_for_a_dead_runner_is_honoured_by_resume(project, agent_
     run = read_json(rundir / "run.json")
     assert (run["status"], run["stop_reason"], run["iterations"]) == ("stopped", "stopped", 2)
     assert [s["iteration"] for s in run["steps"]] == [1, 2]
-    workspace = Path(run["workspace"]["path"])
-    assert (workspace / "log.txt").read_text() == "iteration 1\niteration 2\n"
+    assert run_file(run, "log.txt") == "iteration 1\niteration 2\n"
 
 
 def test_a_second_runner_is_refused(project, agent_script, marks, runners):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import APPROVE, EVENT_TYPES, FIX, GATE, gone, unsandboxed
+from tests.conftest import APPROVE, EVENT_TYPES, FIX, GATE, gone, run_state, unsandboxed
 from tests.helpers import interrupt_when
 
 
@@ -59,7 +59,7 @@ def test_exec_agents_get_the_protocol_variables(project, agent_script, cli, tmp_
         assert Path(env["LOOPE_STATE_FILE"]) == workspace / ".loope" / "state.md"
         assert Path(env["LOOPE_PROMPT_FILE"]).read_text() == record["stdin"]
     assert impl["env"]["LOOPE_STATE_FILE"] in impl["stdin"]  # the implementer's prompt names it too
-    state = (workspace / ".loope" / "state.md").read_text()
+    state = run_state(rundir)
     assert state.startswith(f"---\nloop_id: {run['run_id']}\nstatus: in-progress\n")
     # The gate is the user's check: loope's own variables do not leak into it.
     # None of loope's protocol variables; only the marker every step's processes carry (so none outlives it).

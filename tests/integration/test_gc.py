@@ -10,7 +10,10 @@ from tests.conftest import FIX, GATE, git
 
 
 def _run(cli, project, agent_script, goal: str = "fix add") -> str:
-    result = cli("run", goal, "--implementer", agent_script(FIX), "--no-review", "--verify-cmd", GATE, cwd=project.path)
+    result = cli(
+        "run", goal, "--implementer", agent_script(FIX), "--no-review", "--verify-cmd", GATE, "--keep-workspace",
+        cwd=project.path,
+    )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     return project.run_json()["run_id"]
 

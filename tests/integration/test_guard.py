@@ -38,9 +38,10 @@ def _indent(text: str) -> str:
 
 
 def run_fix(cli, proj: Project, implementer: str, *extra: str, gate: str = GATE):  # type: ignore[no-untyped-def]
+    """Two iterations of ``fix add``; the workspace is kept, for the test to see what the guard left in it."""
     return cli(
         "run", "fix add", "--implementer", implementer, "--no-review", "--verify-cmd", gate,
-        "--max-iters", "2", "--plain", *extra, cwd=proj.path,
+        "--max-iters", "2", "--keep-workspace", "--plain", *extra, cwd=proj.path,
     )  # fmt: skip
 
 

@@ -157,8 +157,7 @@ def test_dry_run_converges_in_one_iteration_without_any_agent(project, cli):
     run = project.run_json()
     assert (run["stop_reason"], run["iterations"]) == ("converged", 1)
     assert {s["adapter"] for s in run["steps"]} == {"stub"}
-    stub_file = Path(run["workspace"]["path"]) / "loope-dry-run.md"
-    assert "Goal: add a changelog" in stub_file.read_text()
+    assert "Goal: add a changelog" in run_file(run, "loope-dry-run.md")
     assert [f["path"] for f in run["changes"]["files"]] == ["loope-dry-run.md"]
     assert not (project.path / "loope-dry-run.md").exists()
     assert "dry run" in result.out

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GATE, PYTHON, Project
+from tests.conftest import GATE, PYTHON, Project, run_file
 
 MEASURE = """\
 import solution
@@ -73,7 +73,7 @@ def prompt_of(proj: Project, iteration: int) -> str:
 
 
 def workspace_file(proj: Project, rel: str) -> str:
-    return (Path(proj.run_json()["workspace"]["path"]) / rel).read_text()
+    return run_file(proj.run_json(), rel)
 
 
 def metric_run(cli, proj: Project, implementer: str, *extra: str, gate: str = GATE):  # type: ignore[no-untyped-def]

@@ -18,7 +18,7 @@ from loope.errors import LoopeError
 from loope.notify.delivery import Drain, NotifyLog, Worker
 from loope.notify.slack_actions import Reply, handle_action, post_reply
 from loope.store.db import Store
-from tests.conftest import FIX, GATE, PYTHON, no_loope_runs, one_error_line
+from tests.conftest import FIX, GATE, PYTHON, no_loope_runs, one_error_line, run_state
 from tests.helpers import eventually, fake_slack, webhook_server
 
 GOAL = "make add() return the sum & keep <calc.py> tidy"
@@ -135,7 +135,7 @@ def test_slack_message_follows_the_run_and_ends_with_the_state_file_in_its_threa
     assert len(thread) >= 3  # ~7,000 characters of notes
     assert {(c.params["channel"], c.params["thread_ts"]) for c in thread} == {(fake_slack.CHANNEL_ID, ts)}
     assert all(len(c.params["text"]) <= 3000 for c in thread)
-    state = Path(run["workspace"]["path"], ".loope", "state.md").read_text()
+    state = run_state(project.runs()[-1])
     body = state.split("---\n", 2)[2]
     posted = "\n".join(c.params["text"] for c in thread)
     assert " ".join(posted.split()) == " ".join(

@@ -25,6 +25,9 @@ def test_workdir_still_wins(project, agent_script, cli, tmp_path):
 
 
 def test_a_runs_own_workspace_belongs_to_the_project_above_it(project, agent_script, cli):
-    cli("run", "fix add", "--implementer", agent_script(FIX), "--no-review", "--verify-cmd", GATE, cwd=project.path)
+    cli(
+        "run", "fix add", "--implementer", agent_script(FIX), "--no-review", "--verify-cmd", GATE, "--keep-workspace",
+        cwd=project.path,
+    )  # fmt: skip
     workspace = project.runs()[-1] / "workspace"
     assert project.runs()[-1].name in cli("runs", cwd=workspace).out

@@ -245,8 +245,7 @@ def test_a_protected_test_stays_as_it_was(project, attack, cli, sandbox):
     assert result.exit_code == 1, result.out + result.err
     record = project.run_json()
     assert record["status"] != "converged"
-    workspace = Path(record["workspace"]["path"])
-    assert (workspace / "tests" / "test_calc.py").read_text() == CALC_TESTS
+    assert run_file(record, "tests/test_calc.py") == CALC_TESTS
     if sandbox == "off":
         assert record["steps"][0]["violations"]  # the guard undid it
     assert_untouched(before, project.path)

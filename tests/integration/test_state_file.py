@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import FIX, GATE
+from tests.conftest import FIX, GATE, run_file
 
 
 def prompts(project) -> dict[int, str]:  # type: ignore[no-untyped-def]
@@ -94,8 +94,7 @@ def test_memory_between_fresh_sessions_is_carried_only_by_the_state_file(project
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
     assert (run["stop_reason"], run["iterations"]) == ("converged", 2)
-    workspace = Path(run["workspace"]["path"])
-    token = (workspace / "plan.txt").read_text().strip()
+    token = run_file(run, "plan.txt").strip()
     assert token.startswith("PLAN-")
     assert len(token) == len("PLAN-") + 32
     by_iteration = prompts(project)
@@ -282,7 +281,7 @@ def test_a_huge_state_file_is_cut_in_the_prompt_and_says_where_the_whole_file_is
     """
     result = cli(
         "run", "keep notes", "--implementer", agent_script(grow), "--no-review", "--max-iters", "2",
-        "--critic", agent_script("print('go on')"), "--checkpoint-every", "1", cwd=project.path,
+        "--critic", agent_script("print('go on')"), "--checkpoint-every", "1", "--keep-workspace", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 1, result.out + result.err
     workspace = Path(project.run_json()["workspace"]["path"])

@@ -76,7 +76,8 @@ def test_worktree_is_the_default_with_a_branch_and_a_commit_per_changing_step(pr
     assert project.git("branch", "--show-current").strip() == "main"
     assert project.git("rev-parse", "HEAD").strip() == head
     assert project.read("calc.py") != FIXED_CALC
-    assert str(Path(ws["path"])) in project.git("worktree", "list")
+    assert ws["removed"] is True  # the run is over: its result is on the branch, its worktree gone
+    assert str(Path(ws["path"])) not in project.git("worktree", "list")
 
 
 def test_worktree_starts_from_what_the_user_sees_without_touching_their_index(project, agent_script, cli, tmp_path):
@@ -229,8 +230,7 @@ def test_the_guard_undoes_changes_to_protected_files(project, agent_script, cli)
     run = project.run_json()
     assert [f["path"] for f in run["changes"]["files"]] == ["calc.py"]
     assert any("tests/test_calc.py is protected" in v for v in run["steps"][0]["violations"])
-    workspace = Path(run["workspace"]["path"])
-    assert "test_add_negative" in (workspace / "tests" / "test_calc.py").read_text()
+    assert "test_add_negative" in run_file(run, "tests/test_calc.py")
 
 
 @pytest.mark.parametrize("mode", ["worktree", "copy"])

@@ -21,6 +21,8 @@ from loope.proc import ProcResult
 from loope.shell import missing_program
 from loope.text import amount, count
 
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_@%+,./:-]+")
+"""A word the shell passes on unchanged: no quotes, variables, globs, redirections or separators."""
 _ACTIONS = frozenset({"edit", "write", "read", "command", "search", "other"})
 
 
@@ -41,6 +43,11 @@ class ExecAgent(ProcessAgent):
         self.command = command
 
     def argv(self, request: AgentRequest) -> list[str]:
+        # A program named by its path with plain words after it replaces the shell (one process less
+        # per step); anything else (pipes, variables, builtins) is the shell's to run.
+        words = self.command.split()
+        if words and "/" in words[0] and all(_PLAIN_WORD.fullmatch(w) for w in words):
+            return ["/bin/sh", "-c", f"exec {self.command}"]
         return ["/bin/sh", "-c", self.command]
 
     def visible_paths(self, request: AgentRequest) -> list[Path]:

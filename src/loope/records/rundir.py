@@ -182,8 +182,8 @@ def state_file_of(run_root: Path, workspace: Any) -> Path | None:
     ``workspace`` is run.json's ``workspace`` object (or anything with a ``path``).
     """
     path = workspace.get("path") if isinstance(workspace, dict) else getattr(workspace, "path", None)
-    in_workspace = Path(str(path)) / ".loope" / "state.md" if path else None
-    if in_workspace is not None and in_workspace.exists():
-        return in_workspace
+    if not path:
+        return None
+    in_workspace = Path(str(path)) / ".loope" / "state.md"
     copy = run_root / STATE_COPY
-    return copy if copy.exists() else in_workspace
+    return copy if not in_workspace.exists() and copy.exists() else in_workspace

@@ -12,7 +12,7 @@ import enum
 import functools
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -41,42 +41,50 @@ def fields_data(value: Any) -> dict[str, Any]:
 
 def from_data(cls: type[T], data: Mapping[str, Any]) -> T:
     """A ``cls`` from ``data``: known fields typed by their annotations, unknown ones dropped."""
-    hints = _hints(typing.cast(type, cls))
-    values = {
-        f.name: _typed(hints[f.name], data[f.name])
-        for f in dataclasses.fields(typing.cast(Any, cls))
-        if f.init and f.name in data
-    }
-    return cls(**values)
+    return cls(**{name: read(data[name]) for name, read in _readers(typing.cast(type, cls)) if name in data})
 
 
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _readers(cls: type) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+    """Each field's name and how to read its value (worked out once per class: a record has thousands)."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, _reader(hints[f.name])) for f in dataclasses.fields(typing.cast(Any, cls)) if f.init)
 
 
-def _typed(hint: Any, value: Any) -> Any:
-    """``value`` read as ``hint``; a value of an unexpected shape is kept as it is."""
+def _same(value: Any) -> Any:
+    return value
+
+
+@functools.cache
+def _reader(hint: Any) -> Callable[[Any], Any]:
+    """How to read a value as ``hint``; a value of an unexpected shape is kept as it is."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
-        if value is None:
-            return None
         options = [a for a in typing.get_args(hint) if a is not type(None)]
-        return _typed(options[0], value) if len(options) == 1 else value
-    if origin is list and isinstance(value, list):
+        if len(options) != 1:
+            return _same
+        inner = _reader(options[0])
+        return lambda value: None if value is None else inner(value)
+    if origin is list:
         (item,) = typing.get_args(hint)
-        return [_typed(item, v) for v in value]
-    if origin is dict and isinstance(value, Mapping):
+        each = _reader(item)
+        return lambda value: [each(v) for v in value] if isinstance(value, list) else value
+    if origin is dict:
         _, item = typing.get_args(hint)
-        return {k: _typed(item, v) for k, v in value.items()}
+        each = _reader(item)
+        return lambda value: {k: each(v) for k, v in value.items()} if isinstance(value, Mapping) else value
     if isinstance(hint, type):
-        if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
-            return from_data(hint, value)
+        if dataclasses.is_dataclass(hint):
+            return lambda value: from_data(hint, value) if isinstance(value, Mapping) else value
         if issubclass(hint, enum.Enum):
-            try:
-                return hint(value)
-            except ValueError:
-                return value
-        if hint is float and isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-    return value
+            return functools.partial(_enum, hint)
+        if hint is float:
+            return lambda value: float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    return _same
+
+
+def _enum(cls: type[enum.Enum], value: Any) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        return value

@@ -129,20 +129,16 @@ def plan(
     ``prefix`` is where ``target`` sits in the repository (``pkg/`` for a run started in ``pkg/``):
     git names changes from the repository's top, the target holds only what is under the prefix.
     """
-    changes = git.changes(base, head, counts=False)
-    paths = [c.path for c in changes]
-    at_head = git.entries(head, paths)
-    at_base = git.entries(base, paths)
-    links = git.blobs([e.sha for e in at_head.values() if e.mode == SYMLINK])
+    changes = git.tree_changes(base, head)
+    links = git.blobs([new.sha for _, new in changes.values() if new is not None and new.mode == SYMLINK])
     destinations = _Destinations(target)
     planned = []
-    for change in changes:
-        if not change.path.startswith(prefix):
-            planned.append(PlannedFile(change.path, "skip", "outside the run's workdir"))
+    for path, (old, new) in changes.items():
+        if not path.startswith(prefix):
+            planned.append(PlannedFile(path, "skip", "outside the run's workdir"))
             continue
-        rel = change.path[len(prefix) :]
+        rel = path[len(prefix) :]
         dest = destinations.check(rel)
-        new, old = at_head.get(change.path), at_base.get(change.path)
         if new is not None and new.mode == SYMLINK:
             _check_link(target, rel, dest, os.fsdecode(links[new.sha]))
         planned.append(_plan_file(rel, _current(dest), old, new, delete=delete, force=force))

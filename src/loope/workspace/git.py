@@ -184,12 +184,20 @@ class Git:
         self.add_all()
         return self.commit_staged(message, allow_empty=True)
 
-    def changes(self, old: str, new: str, paths: Sequence[str] = (), *, counts: bool = True) -> list[FileChange]:
-        """Files changed from ``old`` to ``new``, in one git call (without ``counts``: no line counts, faster)."""
-        stat = ("--numstat",) if counts else ()
-        args = ("diff-tree", *_TREE_DIFF, "--raw", *stat, "-z", old, new, "--", *paths)
-        raw = self.run(*args).stdout or b""
-        return _parse_changes(raw)[0]
+    def tree_changes(self, old: str, new: str) -> dict[str, tuple[TreeEntry | None, TreeEntry | None]]:
+        """Each path changed from ``old`` to ``new``, with its entry on each side (None where it is absent).
+
+        One ``diff-tree --raw``: the modes and object ids come with the changes, no ``ls-tree`` needed.
+        """
+        raw = self.run("diff-tree", *_TREE_DIFF, "--raw", "-z", old, new).stdout or b""
+        found: dict[str, tuple[TreeEntry | None, TreeEntry | None]] = {}
+        fields = raw.split(b"\0")
+        for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+            if not meta.startswith(b":"):
+                continue
+            old_mode, new_mode, old_sha, new_sha, _status = meta[1:].decode().split()
+            found[os.fsdecode(path)] = (_entry(old_mode, old_sha), _entry(new_mode, new_sha))
+        return found
 
     def compare(self, old: str, new: str) -> Comparison:
         """The files changed from ``old`` to ``new`` (commits or trees) and the byte-exact patch, in one git call."""
@@ -306,6 +314,11 @@ def _parse_changes(raw: bytes) -> tuple[list[FileChange], bytes]:
             counts[path] = (_count(added), _count(removed))
     changes = [FileChange(path, status, *counts.get(path, (None, None))) for path, status in statuses.items()]
     return changes, raw[pos:]
+
+
+def _entry(mode: str, sha: str) -> TreeEntry | None:
+    """A side of a raw diff record: None where the path does not exist (mode 000000)."""
+    return None if mode == "000000" else TreeEntry(mode, sha)
 
 
 def _count(text: str) -> int | None:
