@@ -47,7 +47,7 @@ _LOOPE_GIT_ADDITIONS = re.compile(
     r"^\.git/(objects(/[0-9a-f]{2}(/[0-9a-f]{38})?)?"
     r"|(logs/)?refs(/heads)?(/loope(/[^/]+(/[^/]+)?)?)?"
     r"|logs"
-    r"|worktrees(/[^/]+(/(HEAD|ORIG_HEAD|commondir|gitdir|index|logs|logs/HEAD))?)?)$"
+    r"|worktrees(/[^/]+(/(HEAD|ORIG_HEAD|commondir|gitdir|index|sharedindex\.[0-9a-f]+|logs|logs/HEAD))?)?)$"
 )
 
 

@@ -166,7 +166,7 @@ def test_editing_loope_toml_cannot_make_a_failing_gate_pass(project, agent_scrip
     rundir = project.runs()[-1]
     assert json.loads((rundir / "spec.json").read_text())["verify_cmd"] == GATE
     assert (rundir / step(run, 1, "gate")["dir"] / "command.txt").read_text().strip() == GATE
-    assert (workspace(project) / "loope.toml").read_text() == f"verify_cmd = {json.dumps(GATE)}\nmax_iters = 2\n"
+    assert run_file(project.run_json(), "loope.toml") == f"verify_cmd = {json.dumps(GATE)}\nmax_iters = 2\n"
 
 
 def test_an_unguarded_edit_to_loope_toml_would_not_change_the_gate_either(project, agent_script, cli):
@@ -372,7 +372,7 @@ def test_allowed_changes_are_not_violations(project, agent_script, cli):
     run = project.run_json()
     assert step(run, 1, "exec")["violations"] == []
     assert sorted(f["path"] for f in run["changes"]["files"]) == ["NOTES.md", "calc.py"]
-    assert (workspace(project) / "calc.py").read_text() != CALC
+    assert run_file(project.run_json(), "calc.py") != CALC
 
 
 def test_globs_are_relative_to_a_workdir_in_a_subdirectory_of_the_repository(tmp_path, agent_script, cli):

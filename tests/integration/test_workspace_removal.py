@@ -116,17 +116,30 @@ def test_continue_makes_again_a_kept_worktree_the_user_deleted(project, agent_sc
     assert project.run_json()["iterations"] == 2
 
 
-def test_continue_says_so_when_the_branch_is_checked_out_elsewhere(project, agent_script, cli):
+def test_continue_goes_on_while_the_user_has_the_run_branch_checked_out(project, agent_script, cli):
     first, run, _ = run_fix(project, agent_script, cli, "--max-iters", "1", body="print('no')\n")
     assert first.exit_code == 1
-    project.git("checkout", "-q", run["workspace"]["branch"])  # a removed worktree frees the branch for the user
+    project.git("checkout", "-q", run["workspace"]["branch"])  # the run's worktree is detached: the branch is free
+
+    result = cli("continue", run["run_id"], "--plain", "--max-iters", "1", cwd=project.path)
+
+    assert result.exit_code == 1, result.out + result.err
+    assert project.run_json()["iterations"] == 2
+    assert project.git("branch", "--show-current").strip() == run["workspace"]["branch"]
+
+
+def test_continue_says_so_when_the_run_s_commits_are_gone(project, agent_script, cli):
+    first, run, rundir = run_fix(project, agent_script, cli, "--max-iters", "1", body="print('no')\n")
+    assert first.exit_code == 1
+    record = json.loads((rundir / "run.json").read_text())
+    record["workspace"]["head"] = record["completed_head"] = "0" * 40  # as if the user pruned them
+    (rundir / "run.json").write_text(json.dumps(record))
 
     result = cli("continue", run["run_id"], "--plain", cwd=project.path)
 
     assert result.exit_code == 2
     line = one_error_line(result.err)
-    assert "cannot be made again from its branch" in line
-    assert run["workspace"]["branch"] in line
+    assert "its workspace was removed and its last commit 0000000000 is gone" in line
 
 
 def test_a_worktree_the_user_changed_during_the_run_is_kept(project, tmp_path):

@@ -69,7 +69,7 @@ def replay(git: Git, *, start: str, base: str, head: str, scratch: Path) -> str 
         private.run("read-tree", *([start] if start else ["--empty"]))
         previous = base
         for commit in commits:
-            paths = [c.path for c in git.changes(previous, commit, counts=False)]
+            paths = list(git.tree_changes(previous, commit))
             private.run("update-index", "-z", "--index-info", stdin=_entries(git, paths, start, base, commit))
             tree = private.write_tree()
             previous = commit

@@ -74,7 +74,7 @@ def retire(ws: Workspace, run_dir: Path) -> Retired:
 
 
 def recreate(record: RunRecord, run_dir: Path) -> None:
-    """Make a removed worktree again from the run branch (``continue``, ``resume``), with its state file."""
+    """Make a removed worktree again at the run's last commit (``continue``, ``resume``), with its state file."""
     info = record.workspace
     if info.mode != WorkspaceMode.WORKTREE or Path(info.path).exists():
         return
@@ -92,19 +92,15 @@ def recreate(record: RunRecord, run_dir: Path) -> None:
     user = Git(top)
     user.run("worktree", "prune", check=False)
     head = record.completed_head or info.head
-    if info.branch and user.rev(f"refs/heads/{info.branch}"):
-        args = ["worktree", "add", "-q", str(tree), info.branch]
-    elif info.branch and user.rev(head):
-        args = ["worktree", "add", "-q", "-b", info.branch, str(tree), head]
-    else:
+    if not user.rev(head):
         raise LoopeError(
-            f"run {record.run_id}: its workspace was removed and its branch {info.branch} is gone;"
+            f"run {record.run_id}: its workspace was removed and its last commit {head[:10]} is gone;"
             " it cannot go on (start a new run with `loope run`)"
         )
-    try:
-        user.run(*args)
+    try:  # detached, as the run's worktree always is: only the run's end moves its branch
+        user.run("worktree", "add", "-q", "--detach", str(tree), head)
     except GitError as exc:
-        raise LoopeError(f"run {record.run_id}: its workspace cannot be made again from its branch: {exc}") from None
+        raise LoopeError(f"run {record.run_id}: its workspace cannot be made again: {exc}") from None
     info.git_dir = Git(tree).out("rev-parse", "--absolute-git-dir")
     # loope's own index named the old worktree's shared index: it starts again from the new checkout's.
     shutil.copyfile(Path(info.git_dir) / "index", run_dir / INDEX_FILE)
