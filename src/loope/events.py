@@ -12,11 +12,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from loope.agents.base import AgentEvent
 from loope.records.model import Best, FileChange, Totals, WorkspaceInfo, now_iso
 from loope.records.serial import to_data
+
+if TYPE_CHECKING:
+    from loope.agents.base import AgentEvent  # an annotation only: reading events needs no agent machinery
 
 
 @dataclass(frozen=True, kw_only=True)

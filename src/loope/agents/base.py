@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from loope.enums import Role
-from loope.sandbox import UNSANDBOXED, RunSandbox
 
 if TYPE_CHECKING:
     from loope.agents.setback import Setback
+    from loope.sandbox import RunSandbox
 
 Mode = Literal["write", "read"]
 EventKind = Literal["action", "message", "usage"]
@@ -74,6 +74,13 @@ def _ignore(_: AgentEvent) -> None:
     return None
 
 
+def _unsandboxed() -> RunSandbox:
+    """No sandbox (imported when a request is made: listing adapters needs none of the sandbox's machinery)."""
+    from loope.sandbox import UNSANDBOXED
+
+    return UNSANDBOXED
+
+
 @dataclass(frozen=True)
 class AgentRequest:
     """Everything one agent invocation needs."""
@@ -96,7 +103,7 @@ class AgentRequest:
     on_event: Callable[[AgentEvent], None] = _ignore
     on_spawn: Callable[[int], None] | None = None
     """Told the process group id of the agent's process as soon as it starts."""
-    sandbox: RunSandbox = UNSANDBOXED
+    sandbox: RunSandbox = field(default_factory=_unsandboxed)
     """The run's sandbox, which gives the agent's process its box."""
     may_write: Callable[[str], str | None] | None = None
     """Why the agent may not write a workspace-relative path (protected, not editable), or None when it

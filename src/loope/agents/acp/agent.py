@@ -7,7 +7,6 @@ sends ``session/cancel`` first and gives the agent a moment to end its turn.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -104,6 +103,8 @@ class AcpAgent:
         argv = self.argv()
         write_text(request.step_dir / "argv.json", json.dumps(argv, indent=2) + "\n")
         env = {**os.environ, **request.protocol_env(), **self.model_env(), **request.env}
+        import asyncio  # here, not at import: listing the adapters needs no event loop
+
         from loope.agents.acp.session import drive
 
         outcome = asyncio.run(drive(argv, env, request, client_version=__version__))
