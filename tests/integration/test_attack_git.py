@@ -78,7 +78,7 @@ def test_loopes_own_git_commands_run_no_program_a_repository_configures(tmp_path
     head = ours.commit_tree(tree, base, "second")
     ours.add_all()
     third = ours.commit_staged("third", allow_empty=True)
-    assert [c.path for c in ours.changes(base, third)] == [".gitattributes", "a.txt"]
+    assert list(ours.tree_changes(base, third)) == [".gitattributes", "a.txt"]
     assert b"+two" in ours.compare(base, head).patch
     ours.run("checkout", base, "--", "a.txt")
     ours.reset_hard(head)
