@@ -175,8 +175,10 @@ class Workspace:
         index = (run_dir / INDEX_FILE).absolute()
         shutil.copyfile(self.mirror, index)
         self.git = self.git.with_env(GIT_INDEX_FILE=str(index))
-        # Split: a step rewrites only the entries it changed, not the whole index (1.6 MB at 20,000 files).
-        self.git.run("update-index", "--split-index")
+        if self.mode == WorkspaceMode.WORKTREE:
+            # Split: a step rewrites only the entries it changed, not the whole index (1.6 MB at 20,000
+            # files). Its shared part lives in the worktree's git dir: a copy of this index works only there.
+            self.git.run("update-index", "--split-index")
         tracker = ChangeTracker(self.git, None)
         sub = self.path.resolve().relative_to(self.git.work_tree.resolve()).as_posix()
         own = f"/{sub}/{LOOPE_DIR}/" if sub != "." else f"/{LOOPE_DIR}/"
