@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from loope.engine.decide import decide_metric, improves, median, reached
+from loope.engine.decide import decide_metric, improves, reached
 from loope.spec import parse_min_improvement
-from loope.verify.metric import measure, parse_score
+from loope.verify.metric import measure, median, parse_score
 
 PYTHON = shlex.quote(sys.executable)
 

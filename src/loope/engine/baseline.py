@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING
 
-from loope.engine.state import Halt
+from loope.engine.state import BadInput, Halt, RunState
+from loope.engine.steps import StepRunner
 from loope.enums import StopReason
 from loope.errors import LoopeError
 from loope.events import Baseline
@@ -19,9 +19,7 @@ from loope.records.atomic import write_text
 from loope.records.model import GateBaseline
 from loope.shell import missing_program
 from loope.spec import LoopSpec
-
-if TYPE_CHECKING:
-    from loope.engine.loop import Engine
+from loope.verify.gate import run_gate
 
 # What sh, bash and dash print for a program they cannot find or run.
 _NOT_FOUND = re.compile(r"^(?:/bin/sh: )?(?:\d+: |line \d+: )?\S+: (?:command )?not found$|: Permission denied$", re.M)
@@ -35,22 +33,20 @@ def check_commands(spec: LoopSpec) -> None:
             raise LoopeError(f"{flag} {command!r}: {problem}")
 
 
-def needs_baseline(engine: Engine) -> bool:
-    spec = engine.spec
-    done = engine.run_state.record.gate_baseline is not None
+def needs_baseline(run: RunState) -> bool:
+    spec = run.spec
+    done = run.record.gate_baseline is not None
     return bool(spec.verify_cmd) and spec.baseline and not spec.dry_run and not spec.metric_mode and not done
 
 
-def gate_baseline(engine: Engine) -> None:
+def gate_baseline(run: RunState, steps: StepRunner) -> None:
     """Run the gate on the starting tree; halt when it cannot run or when it leaves nothing to do.
 
     It is not one of the run's steps (those are the agents' and the iterations' checks): its
     output goes to ``baseline/`` in the run dir, its outcome to run.json's ``gate_baseline`` and
     to a ``baseline`` event.
     """
-    from loope.verify.gate import run_gate
-
-    spec, run = engine.spec, engine.run_state
+    spec = run.spec
     assert spec.verify_cmd is not None
     step_dir = run.rundir / "baseline"
     step_dir.mkdir(exist_ok=True)
@@ -61,10 +57,9 @@ def gate_baseline(engine: Engine) -> None:
         log=step_dir / "output.log",
         timeout=run.step_timeout(),
         cancel=run.cancel,
-        env=engine.steps.gate_env(),  # the same environment as every gate of the run
+        env=steps.gate_env(),  # the same environment as every gate of the run
     )
-    assert engine.guard is not None
-    engine.guard.undo_all()  # a check must not leave changes that would count as the agent's
+    steps.guard.undo_all()  # a check must not leave changes that would count as the agent's
     if gate.proc.cancelled:
         raise Halt(StopReason.STOPPED, "stop requested during the baseline check")
     report = gate.report()
@@ -79,9 +74,10 @@ def gate_baseline(engine: Engine) -> None:
     run.save()
     run.bus.emit(Baseline(command=spec.verify_cmd, **dataclasses.asdict(base)))
     if gate.proc.exit_code in (126, 127) or gate.proc.start_error or _NOT_FOUND.search(gate.output[-2000:]):
-        engine.usage_error = True
         last = gate.output.strip().splitlines()[-1] if gate.output.strip() else f"exit {gate.proc.exit_code}"
-        raise Halt(StopReason.FAILED, f"the verify command {spec.verify_cmd!r} cannot run ({last}); fix --verify-cmd")
+        raise BadInput(
+            StopReason.FAILED, f"the verify command {spec.verify_cmd!r} cannot run ({last}); fix --verify-cmd"
+        )
     if report.passed and _gate_is_all(spec):
         raise Halt(StopReason.CONVERGED, "the verify command already passes on the starting tree: nothing to do")
 

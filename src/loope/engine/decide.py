@@ -1,11 +1,16 @@
-"""Pure decisions: has the loop converged, stalled, or run out of iterations; keep or revert a score."""
+"""Pure decisions: has the loop converged, stalled, or run out of iterations; keep or revert a score.
+
+:func:`decide` is the one decision after each iteration, in gate and metric mode alike; the
+functions it is built from are tested on their own.
+"""
 
 from __future__ import annotations
 
-import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from loope.enums import Direction, StopReason
+from loope.engine.feedback import Findings
+from loope.enums import AttemptVerdict, Direction, StopReason
+from loope.records.model import LoopState
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,48 @@ class Outcome:
     """The success command's verdict, None when there is none."""
     fresh_feedback: bool = False
     """The feedback for the next iteration differs from what this iteration was given."""
+    score: float | None = None
+    """Metric mode: the attempt's score; None when the gate failed or the metric gave no number."""
+    best: float | None = None
+    """Metric mode: the best score before this attempt."""
+    metric_problem: str | None = None
+    """Metric mode: why the metric gave no number."""
+
+
+@dataclass(frozen=True)
+class MetricRules:
+    direction: Direction
+    target: float | None = None
+    min_improvement: tuple[float, bool] = (0.0, False)
+    """The smallest gain that counts, absolute or (True) relative to the best."""
+    patience: int | None = None
+    """Stop after this many scored attempts in a row without improvement."""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What the spec says about when a loop stops."""
+
+    stall_after: int
+    metric: MetricRules | None = None
+    """Set in metric mode."""
+
+
+@dataclass(frozen=True)
+class IterationDecision:
+    """What the loop does after an iteration, in either mode."""
+
+    stop: StopReason | None
+    """None: go on with the next iteration."""
+    why: str
+    verdict: AttemptVerdict
+    """The ledger's verdict: kept, reverted or converged."""
+    findings: Findings
+    """What the next iteration is told (metric mode adds the score)."""
+    loop: LoopState
+    """The counters carried to the next iteration (streak, failures, idle attempts)."""
+    keep: bool = True
+    """Metric mode: keep the attempt as the new best; False reverts it."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +101,41 @@ def without_progress(o: Outcome, previous_failures: tuple[str, ...] | None) -> b
     return not o.changed or same_failures
 
 
-def decide(o: Outcome, *, previous_failures: tuple[str, ...] | None, streak: int, stall_after: int) -> Decision:
-    """Stop (and why) or go on, after iteration ``o.iteration``."""
+def decide(o: Outcome, findings: Findings, loop: LoopState, rules: Rules) -> IterationDecision:
+    """Stop (and why) or go on after iteration ``o.iteration``; in metric mode, also keep or revert it."""
+    if rules.metric is None:
+        previous = tuple(loop.previous_failures) if loop.previous_failures is not None else None
+        gate = decide_gate(o, previous_failures=previous, streak=loop.streak, stall_after=rules.stall_after)
+        verdict = AttemptVerdict.CONVERGED if gate.converged else AttemptVerdict.KEPT
+        carried = replace(loop, streak=gate.streak, previous_failures=list(o.failures))
+        return IterationDecision(gate.stop, gate.why, verdict, findings, carried)
+    m = rules.metric
+    acceptable = o.gate_passed is not False and not o.blockers
+    metric = decide_metric(
+        score=o.score if acceptable else None,
+        best=o.best,
+        direction=m.direction,
+        target=m.target,
+        min_improvement=m.min_improvement,
+        idle=loop.idle,
+        patience=m.patience,
+        iteration=o.iteration,
+        max_iters=o.max_iters,
+    )
+    keep = metric.keep and o.score is not None
+    if keep:
+        verdict = AttemptVerdict.CONVERGED if metric.stop == StopReason.CONVERGED else AttemptVerdict.KEPT
+    else:
+        verdict = AttemptVerdict.REVERTED
+    note = f"Attempt {o.iteration}: score {o.score if o.score is not None else 'none'}; {metric.why}; {verdict}."
+    if o.metric_problem:
+        note += f"\n{o.metric_problem}"
+    noted = replace(findings, metric_note=note)
+    return IterationDecision(metric.stop, metric.why, verdict, noted, replace(loop, idle=metric.idle), keep)
+
+
+def decide_gate(o: Outcome, *, previous_failures: tuple[str, ...] | None, streak: int, stall_after: int) -> Decision:
+    """Gate mode: stop (and why) or go on, after iteration ``o.iteration``."""
     if converged(o):
         return Decision(StopReason.CONVERGED, True, 0, "every check passed")
     streak = streak + 1 if without_progress(o, previous_failures) else 0
@@ -69,10 +149,6 @@ def decide(o: Outcome, *, previous_failures: tuple[str, ...] | None, streak: int
 
 
 # -- metric mode --------------------------------------------------------------------------------
-
-
-def median(scores: list[float]) -> float:
-    return float(statistics.median(scores))
 
 
 def improves(

@@ -9,6 +9,11 @@ from importlib.resources import files
 from pathlib import Path
 from string import Template
 
+from loope.engine.feedback import GateReport
+from loope.engine.state import RunState
+from loope.records import ledger
+from loope.workspace.workspace import LOOPE_DIR, Workspace
+
 MAX_DIFF_CHARS = 60_000
 MAX_FILE_BYTES = 32_000
 """Bytes of an agent-written file (the state file, program.md) inlined into a prompt at most."""
@@ -161,3 +166,54 @@ def read_optional(path: Path, limit: int = MAX_FILE_BYTES) -> str | None:
         f"{text.rstrip()}\n\n… (cut: only the first {limit} of its {size} bytes are shown here;"
         f" the whole file is {path})"
     )
+
+
+def context_for(
+    run: RunState, iteration: int, *, contract: str | None, memories: str, protect: list[str]
+) -> PromptContext:
+    """What an iteration's prompts draw on: the goal, the state file, the ledger, the feedback, the budget."""
+    spec, loop = run.spec, run.loop
+    return PromptContext(
+        run_id=run.record.run_id,
+        goal=spec.goal,
+        iteration=iteration,
+        max_iters=spec.max_iters,
+        contract=contract,
+        program=read_optional(spec.workdir / LOOPE_DIR / "program.md"),
+        state_path=str(run.state_file),
+        state_text=read_optional(run.state_file),
+        ledger=ledger.compact(
+            ledger.load(run.rundir / "ledger.jsonl"), best=run.record.best_score, metric=spec.metric_mode
+        ),
+        feedback=loop.feedback,
+        memories=memories,
+        critique=loop.critique,
+        budget=budget_text(run, iteration),
+        verify_cmd=spec.verify_cmd if not spec.dry_run else None,
+        metric=spec.metric_cmd,
+        protect=protect,
+        editable=list(spec.editable),
+    )
+
+
+def budget_text(run: RunState, iteration: int) -> str:
+    spec, totals = run.spec, run.record.totals
+    parts = [f"iteration {iteration} of at most {spec.max_iters}"]
+    if spec.max_cost is not None:
+        parts.append(f"${totals.cost_usd:.2f} of ${spec.max_cost:.2f} spent")
+    if spec.max_tokens is not None:
+        parts.append(f"{totals.tokens} of {spec.max_tokens} tokens used")
+    if spec.max_time is not None:
+        parts.append(f"{run.elapsed():.0f}s of {spec.max_time:.0f}s elapsed")
+    return "; ".join(parts) + "."
+
+
+def review_inputs(workspace: Workspace, gate: GateReport | None) -> tuple[str, str]:
+    """What reviewers are shown: the changes so far, and how the gate went."""
+    changes = changes_block([(c.path, c.stat) for c in workspace.changes()], workspace.diff())
+    gate_summary = "No verify command is set."
+    if gate is not None:
+        gate_summary = f"The verify command `{gate.command}` passed."
+        if gate.output.strip():
+            gate_summary += f" The last lines of its output:\n{fenced(gate.output, 'text')}"
+    return changes, gate_summary

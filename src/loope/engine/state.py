@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loope.engine.bus import EventBus
+from loope.engine.roster import Control
 from loope.enums import StopReason
 from loope.records.anchor import RunDirAnchor
-from loope.records.model import RunRecord, StepRecord
+from loope.records.model import LoopState, RunRecord, StepRecord
 from loope.records.rundir import RunDir
 from loope.records.runjson import RunJsonWriter
 from loope.sandbox import UNSANDBOXED, RunSandbox
@@ -27,6 +28,10 @@ class Halt(Exception):
         self.detail = detail
 
 
+class BadInput(Halt):
+    """A halt caused by the user's input, found only once the run ran (a gate whose program is missing): exit 2."""
+
+
 @dataclass
 class RunState:
     spec: LoopSpec
@@ -35,15 +40,34 @@ class RunState:
     record: RunRecord
     bus: EventBus
     state_file: Path
+    loop: LoopState = field(default_factory=LoopState)
+    """What the next iteration needs from the last one (saved in run.json as ``loop`` after each)."""
+    control: Control | None = None
+    """Asked before every step whether someone (``loope stop``, the MCP tool) wants the run to stop."""
     cancel: threading.Event = field(default_factory=threading.Event)
     sandbox: RunSandbox = UNSANDBOXED
     """Gives every step's process its box (bubblewrap, or only the nets that end what it started)."""
     anchor: RunDirAnchor | None = None
     """The run directory's place, held open: a step that moves it away ends the run."""
-    next_step: int = 1
+    next_step: int = 0
+    """The number the next step gets (0: after the record's last step)."""
     started: float = field(default_factory=time.monotonic)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _writer: RunJsonWriter | None = None
+
+    def __post_init__(self) -> None:
+        self.next_step = self.next_step or max((s.id for s in self.record.steps), default=0) + 1
+
+    def stop_requested(self) -> bool:
+        return self.control is not None and self.control.stop_requested()
+
+    def precheck(self) -> None:
+        """Halt before a step when a stop was requested or a budget is spent."""
+        if self.cancel.is_set() or self.stop_requested():
+            raise Halt(StopReason.STOPPED, "stop requested")
+        spent = self.budget_left()
+        if spent:
+            raise Halt(StopReason.BUDGET_EXCEEDED, spent)
 
     def new_step(self, role: str, adapter: str) -> tuple[int, Path]:
         with self._lock:

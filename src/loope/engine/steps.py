@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TypedDict, TypeVar
 
 from loope.agents.base import Agent, AgentEvent, AgentRequest, AgentResult, mode_for
-from loope.agents.verdict import Verdict, parse_verdict
+from loope.agents.verdict import Verdict, finding_lines, parse_verdict
 from loope.engine.cutshort import Tally, why_cut
 from loope.engine.feedback import tail
-from loope.engine.retry import Attempts
+from loope.engine.retry import Attempts, limit_detail
 from loope.engine.state import Halt, RunState
 from loope.enums import Role, StepKind, StopReason
 from loope.events import (
@@ -23,12 +23,13 @@ from loope.events import (
     Failure,
     GuardViolations,
     MetricStepFinished,
+    ReviewerVerdict,
     StepStarted,
     SuccessFinished,
     VerifyFinished,
 )
-from loope.records.atomic import write_bytes, write_text
-from loope.records.model import FileChange, StepRecord
+from loope.records.atomic import append_line, write_bytes, write_text
+from loope.records.model import FileChange, StepRecord, now_iso
 from loope.records.sealed import SealedLog
 from loope.verify.gate import GateResult, check_env, pid_recorder, read_output, run_gate, run_shell
 from loope.verify.metric import Measurement
@@ -51,10 +52,10 @@ class AgentStep:
 class StepRunner:
     """Runs agent and command steps for the engine and records each one as it ends."""
 
-    def __init__(self, run: RunState, guard: Guard, should_stop: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, run: RunState, guard: Guard) -> None:
         self.run = run
         self.guard = guard
-        self.attempts = Attempts(run, should_stop)
+        self.attempts = Attempts(run, run.stop_requested)
         self._tracked: list[str] | None = None
 
     # -- agents -------------------------------------------------------------------------------
@@ -222,6 +223,37 @@ class StepRunner:
             )
         )
 
+    def checked(self, step: AgentStep) -> AgentStep:
+        """``step``, unless it failed or crossed a budget (after it was recorded): then the loop halts, and why."""
+        result, record = step.result, step.record
+        who = f"{record.role} {record.adapter}"
+        spent = self.run.budget_left()
+        if not result.ok and (spent or result.budget_exhausted) and not result.cancelled:
+            detail = f"{who}: {result.error}"
+            raise Halt(StopReason.BUDGET_EXCEEDED, f"{spent}; {detail}" if spent else detail)
+        if not result.ok:
+            if result.timed_out:
+                raise Halt(StopReason.TIMED_OUT, f"{who} {result.error}")
+            if result.cancelled:
+                raise Halt(
+                    StopReason.STOPPED,
+                    (result.setback and result.error) or "stop requested; the step in flight was killed",
+                )
+            if result.setback and result.setback.kind == "limit":
+                raise Halt(StopReason.USAGE_LIMITED, limit_detail(who, result))
+            raise Halt(StopReason.STEP_FAILED, f"{who}: {result.error}")
+        if spent:
+            raise Halt(StopReason.BUDGET_EXCEEDED, spent)
+        return step
+
+    def skipped(self, step: AgentStep) -> bool:
+        """Whether an advisory step (the critic) failed on its own, not for a stop or a spent budget: noted, skipped."""
+        result = step.result
+        if result.ok or result.cancelled or result.budget_exhausted or self.run.budget_left():
+            return False
+        append_line(self.run.rundir / "observer-errors.log", f"{now_iso()} {step.record.role} skipped: {result.error}")
+        return True
+
     # -- commands -----------------------------------------------------------------------------
 
     def _command_step(
@@ -387,6 +419,20 @@ def commit_message(text: str, fallback: str) -> str:
     subject = lines[0] if len(lines[0]) <= 72 else lines[0][:71].rstrip() + "…"
     body = "\n".join(lines[1:12]).strip()
     return f"{subject}\n\n{body}" if body else subject
+
+
+def verdicts_of(steps: list[AgentStep]) -> list[ReviewerVerdict]:
+    """What the reviews said, for their ``review_finished`` event: a block carries its findings."""
+    return [
+        ReviewerVerdict(
+            s.record.id,
+            s.record.adapter,
+            s.record.verdict,
+            s.record.verdict_inferred,
+            findings=finding_lines(s.verdict.findings) if s.verdict and s.verdict.blocks else [],
+        )
+        for s in steps
+    ]
 
 
 def _indexes(agents: list[tuple[Agent, Role]]) -> list[int | None]:

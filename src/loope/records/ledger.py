@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loope.records.model import FileChange, LoopState, StepRecord
 from loope.records.serial import from_data, to_data
 
 RECENT = 5
@@ -39,6 +40,45 @@ class Attempt:
     cost_usd: float = 0.0
     tokens: int = 0
     duration_s: float = 0.0
+
+
+def attempt(
+    iteration: int,
+    *,
+    message: str,
+    changes: list[FileChange],
+    gate: GateSummary | None,
+    score: float | None,
+    best: float | None,
+    verdict: str,
+    violations: list[str],
+    reviews: dict[str, str],
+    steps: list[StepRecord],
+) -> Attempt:
+    """An iteration's ledger entry: the implementer's ``message`` and ``changes``, the checks, the cost."""
+    added = sum(c.added or 0 for c in changes)
+    removed = sum(c.removed or 0 for c in changes)
+    return Attempt(
+        iteration=iteration,
+        summary=summarize(message),
+        changed_files=[c.path for c in changes],
+        diffstat=f"{len(changes)} file(s) +{added} −{removed}" if changes else "no change",
+        gate=gate,
+        score=score,
+        best=best,
+        verdict=verdict,
+        violations=violations,
+        reviews=reviews,
+        cost_usd=round(sum(s.cost_usd for s in steps), 6),
+        tokens=sum(s.input_tokens + s.output_tokens for s in steps),
+        duration_s=round(sum(s.duration_s for s in steps), 3),
+    )
+
+
+def note(loop: LoopState, iteration: int, verdict: str, message: str) -> None:
+    """Carry an attempt's one-line summary (the last ten are kept) and the implementer's last words to the critic."""
+    loop.summaries = [*loop.summaries, f"iteration {iteration}: {verdict} — {summarize(message)}"][-10:]
+    loop.last_response = message[-1000:]
 
 
 def summarize(message: str, *, lines: int = 3, chars: int = 300) -> str:

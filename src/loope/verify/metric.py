@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
+import statistics
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loope.engine.decide import median
 from loope.sandbox import UNSANDBOXED, RunSandbox
 from loope.text import strip_ansi
 from loope.verify.gate import read_output, run_shell
@@ -32,6 +32,10 @@ def parse_score(output: str) -> float | None:
         return float(last.replace(",", ""))
     except ValueError:
         return None
+
+
+def median(scores: list[float]) -> float:
+    return float(statistics.median(scores))
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,10 @@ class Guard:
         write_bytes(path, content)
         self.seal(path, content)
 
+    def append_sealed(self, path: Path, text: str) -> None:
+        """Add ``text`` to a sealed file, rewriting it from the sealed content (so nothing appended by others stays)."""
+        self.write_sealed(path, (self.sealed.get(path) or b"") + text.encode("utf-8"))
+
     def _check_sealed(self) -> list[str]:
         """Put back what loope last wrote to each runner-owned file; a link or directory there goes too."""
         violations = []
