@@ -7,10 +7,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loope.agents.setback import parse_reset
 from loope.errors import LoopeError
+from loope.proc import spawn_detached
+from loope.records.model import now_iso
+from loope.records.rundir import RUNS, RunDir
+from loope.text import local_clock
 
 if TYPE_CHECKING:
-    from loope.engine.state import RunnerLock, RunState
+    from loope.engine.run import RunnerLock, RunState
     from loope.records.rundir import RunDir
     from loope.store.db import Store
 
@@ -21,8 +26,6 @@ STATE_LINES = 40
 
 def stop_run(workdir: Path, run_id: str, *, now: bool) -> tuple[bool, str]:
     """Ask a run to stop; whether the request was made, and one line saying what happens next."""
-    from loope.records.rundir import RUNS, RunDir
-
     record = RunDir(workdir / RUNS / run_id).read_json("run.json")
     if not request_stop(workdir, run_id, now=now):
         return False, f"run {run_id} already finished ({record.get('status')}); nothing to stop"
@@ -41,7 +44,7 @@ def open_store(workdir: Path) -> Any:
 
 def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     """What ``status`` reports about one run: the record, the runner, the state file."""
-    from loope.records import state as state_file
+    from loope.records import state_file
     from loope.records.rundir import RUNS, RunDir
     from loope.ui.model import activity, read_view
 
@@ -91,11 +94,9 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
 
 def waiting_text(waiting: Any) -> str | None:
     """ "waiting for the usage limit until 15:00" (or "retrying … at 15:00") while the run waits, else None."""
-    from loope.agents.setback import parse_reset
 
     if not isinstance(waiting, dict) or (until := parse_reset(waiting.get("until"))) is None:
         return None
-    from loope.text import local_clock
 
     who = f" ({waiting['reason']})" if waiting.get("reason") else ""
     if waiting.get("kind") == "retry":
@@ -136,8 +137,6 @@ def is_running(root: Path) -> bool:
 
 def request_stop(workdir: Path, run_id: str, *, now: bool = False) -> bool:
     """Ask a running run to stop (``now``: kill its step in flight too); False when it already finished."""
-    from loope.records.rundir import RUNS, RunDir
-
     rundir = RunDir(workdir / RUNS / run_id)
     record = rundir.read_json("run.json")
     if record.get("status") != "running":
@@ -158,8 +157,6 @@ def request_stop(workdir: Path, run_id: str, *, now: bool = False) -> bool:
 
 def _row_from_record(rundir: RunDir, record: dict[str, Any]) -> dict[str, Any]:
     """The least the store needs to know about a run, from its run.json."""
-    from loope.records.model import now_iso
-
     workspace = _object(record.get("workspace"))
     return {
         "id": rundir.run_id,
@@ -207,7 +204,6 @@ def hand_over(rundir: RunDir, workdir: Path, lock: RunnerLock) -> int:
     The lock never leaves the run between the two processes, so the run never looks dead, and no
     other runner can take it in between. The caller closes its own descriptor afterwards.
     """
-    from loope.proc import spawn_detached
 
     fd = lock.fd
     assert fd is not None, "the run's lock must be held to be handed over"
@@ -219,8 +215,6 @@ def hand_over(rundir: RunDir, workdir: Path, lock: RunnerLock) -> int:
 
 def _never_started(run: RunState, store: Store, detail: str) -> None:
     """Record a prepared run whose runner never started as failed, so nothing shows it running."""
-    from loope.records.model import now_iso
-
     record = run.record
     record.status = record.stop_reason = "failed"
     record.stop_detail = detail

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -290,8 +291,6 @@ _DURATIONS = ("max_time", "timeout", "success_timeout", "retry_delay")
 
 def load_config(workdir: Path) -> tuple[dict[str, Any], str | None]:
     """Settings from ``loope.toml`` (or pyproject's ``[tool.loope]``) in ``workdir``, and where they came from."""
-    import tomllib
-
     for name, section in (("loope.toml", None), ("pyproject.toml", ("tool", "loope"))):
         path = workdir / name
         if not path.is_file():

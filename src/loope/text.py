@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime
 
 _ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
@@ -48,8 +49,6 @@ def amount(value: object) -> float | None:
 
 def local_clock(unix: float) -> str:
     """A moment as a local wall-clock time: ``15:00`` (seconds when not on the minute), dated when not today."""
-    from datetime import datetime
-
     at = datetime.fromtimestamp(unix).astimezone()
     shown = at.strftime("%H:%M" if at.second == 0 else "%H:%M:%S")
     if at.date() != datetime.now().astimezone().date():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from loope.engine.state import RunnerLock
+from loope.engine.run import RunnerLock
 from loope.runners import process_alive, runner_alive, runner_pid
 from tests.conftest import GATE, alive_in_group, gone, one_error_line, pid_alive, run_file
 from tests.helpers import eventually

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from loope.engine.state import RunnerLock
+from loope.engine.run import RunnerLock
 from tests.conftest import FIX, GATE, git
 
 

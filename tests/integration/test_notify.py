@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from loope.cli.slack_actions import Reply, handle_action, post_reply
 from loope.errors import LoopeError
 from loope.notify.delivery import Drain, NotifyLog, Worker
-from loope.notify.slack_actions import Reply, handle_action, post_reply
 from loope.store.db import Store
 from tests.conftest import FIX, GATE, PYTHON, no_loope_runs, one_error_line, run_state
 from tests.helpers import eventually, fake_slack, webhook_server

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -432,7 +433,7 @@ def test_random_garbage_does_not_crash() -> None:
         for text in (raw.decode("latin-1"), raw.decode("utf-8", "replace"), "\n".join(shuffled)):
             result = parse_failures(text)
             assert isinstance(result, list)
-            lines = failures_module._clean_lines(text)
+            lines = failures_module.clean_lines(text)
             for parser in failures_module._PARSERS:  # the parsers themselves, without the safety net
                 parser(lines)
 
@@ -464,3 +465,42 @@ def test_large_real_output_is_deduplicated() -> None:
     text = "".join(fixture(name) for name in sorted(EXPECTED)) * 300  # ~ 7 MB
     found = parse_failures(text, limit=100)
     assert len(found) == len({(f.runner, f.test) for f in found})
+
+
+def _broken(lines: Sequence[str]) -> list[tuple[int, Failure]]:
+    raise IndexError("a parser bug")
+
+
+PYTEST_SUMMARY = "=== short test summary info ===\nFAILED tests/test_a.py::test_a - assert 1 == 2\n"
+
+
+def test_a_broken_parser_is_skipped_and_reported_with_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(failures_module, "_PARSERS", (_broken, *failures_module._PARSERS))
+    seen: list[tuple[str, str]] = []
+    found = parse_failures(PYTEST_SUMMARY, on_error=lambda runner, exc: seen.append((runner, repr(exc))))
+    assert [f.test for f in found] == ["tests/test_a.py::test_a"]  # the other parsers still ran
+    assert seen == [("test_failures", "IndexError('a parser bug')")]
+
+
+def test_without_a_handler_a_broken_parser_is_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(failures_module, "_PARSERS", (_broken,))
+    with caplog.at_level("WARNING", logger="loope.verify.failures"):
+        assert parse_failures(PYTEST_SUMMARY) == []
+    assert "parser failed and was skipped: IndexError('a parser bug')" in caplog.text
+
+
+def test_the_gate_writes_what_a_broken_parser_dropped_next_to_its_output(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from loope.verify.gate import PARSE_ERRORS, run_gate
+
+    monkeypatch.setattr(failures_module, "_PARSERS", (_broken,))
+    log = tmp_path / "step" / "output.log"
+    log.parent.mkdir()
+    result = run_gate("printf 'FAILED x\\n'; exit 1", cwd=tmp_path, log=log, timeout=30)
+    assert not result.passed
+    written = (log.parent / PARSE_ERRORS).read_text()
+    assert "the test_failures output parser failed and was skipped" in written
+    assert "IndexError: a parser bug" in written

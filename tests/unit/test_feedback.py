@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-from loope.engine.feedback import (
-    MAX_FAILURES,
-    TAIL_BYTES,
-    TAIL_LINES,
-    Findings,
-    GateReport,
-    compose,
-    failure_signature,
-    tail,
-)
+from loope.engine.feedback import MAX_FAILURES, Findings, compose, failure_signature
+from loope.verify.report import TAIL_BYTES, TAIL_LINES, GateReport, tail
 
 GATE = "python -m pytest -q"
 

@@ -1,4 +1,4 @@
-"""The import graph of src/loope, read with ast: no module imports itself back, however indirectly."""
+"""The import graph of src/loope, read with ast: no module, and no package, imports itself back."""
 
 from __future__ import annotations
 
@@ -90,6 +90,29 @@ def test_the_graph_sees_the_engines_imports():
 
 def test_no_module_imports_itself_back():
     assert cycles(import_graph()) == []
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The same graph between ``loope.<package>`` (a top-level module is a package of its own)."""
+
+    def package(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        packages.setdefault(package(module), set()).update(package(t) for t in targets if package(t) != package(module))
+    return packages
+
+
+def test_no_package_imports_itself_back():
+    assert cycles(package_graph(import_graph())) == []
+
+
+def test_verify_and_records_sit_below_the_engine():
+    packages = package_graph(import_graph())
+    assert "loope.engine" not in packages["loope.verify"]
+    assert "loope.engine" not in packages["loope.records"]
+    assert "loope.workspace" not in packages["loope.records"]
 
 
 def test_the_cycle_finder_finds_a_cycle():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loope.records import state as state_file
+from loope.records import state_file
 
 
 def write(tmp_path: Path, text: str | bytes) -> Path:

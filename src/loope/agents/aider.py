@@ -60,7 +60,8 @@ class AiderSession(Session):
     """Model calls that completed, per the analytics log."""
 
 
-class AiderAgent(ProcessAgent):
+class AiderAgent(ProcessAgent[AiderSession]):
+    session_type = AiderSession
     name = "aider"
     home_state = (".aider", ".aider.chat.history.md", ".aider.input.history", ".cache/aider")
     transcript_name = "transcript.log"
@@ -99,14 +100,13 @@ class AiderAgent(ProcessAgent):
             argv += ["--model", self.model]
         return argv + self.extra_args()
 
-    def new_session(self, request: AgentRequest) -> Session:
+    def new_session(self, request: AgentRequest) -> AiderSession:
         caches = frozenset(request.workspace.glob(_TAGS_CACHE))
         return AiderSession(
             model=self.model, step_dir=request.step_dir, workspace=request.workspace, caches_before=caches
         )
 
-    def parse_line(self, line: str, session: Session) -> Iterable[AgentEvent]:
-        assert isinstance(session, AiderSession)
+    def parse_line(self, line: str, session: AiderSession) -> Iterable[AgentEvent]:
         text = line.strip()
         if text.startswith(_NO_MODEL):
             session.no_model = True
@@ -116,8 +116,7 @@ class AiderAgent(ProcessAgent):
                 return (AgentEvent.act(action, match.group(1)),)
         return ()
 
-    def finish(self, proc: ProcResult, session: Session) -> Iterable[AgentEvent]:
-        assert isinstance(session, AiderSession)
+    def finish(self, proc: ProcResult, session: AiderSession) -> Iterable[AgentEvent]:
         if session.workspace is not None:
             # Aider's repo-map cache (sqlite) is its own scratch, not work: it must not reach the diff.
             for cache in set(session.workspace.glob(_TAGS_CACHE)) - session.caches_before:
@@ -143,8 +142,7 @@ class AiderAgent(ProcessAgent):
             events.append(AgentEvent.usage(*tokens, reported_cost(props.get("cost"))))
         return events
 
-    def judge(self, proc: ProcResult, session: Session) -> str | None:
-        assert isinstance(session, AiderSession)
+    def judge(self, proc: ProcResult, session: AiderSession) -> str | None:
         if session.no_model:
             return (
                 "aider found no model and no API key and waited for an OpenRouter login;"

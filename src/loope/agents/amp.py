@@ -23,8 +23,6 @@ from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict, assistant_blocks, tool_errors
-from loope.agents.process import Session
-from loope.proc import ProcResult
 from loope.text import count as as_int
 from loope.text import one_line
 
@@ -43,7 +41,9 @@ _WRITING_TOOLS = ("edit_file", "create_file", "undo_edit", "Bash", "Task")
 SETTINGS_FILE = "amp-settings.json"
 
 
-class AmpAgent(StreamAgent):
+class AmpAgent(StreamAgent[StreamSession]):
+    session_type = StreamSession
+    usage_from_lines = "always"  # amp's result line carries no token counts
     name = "amp"
     home_state = (".config/amp", ".local/share/amp", ".cache/amp")
     product = "Amp"
@@ -106,11 +106,6 @@ class AmpAgent(StreamAgent):
                 error = data.get("error") or data.get("subtype") or "amp reported an error"
                 session.errors.append(one_line(str(error)))
         return []
-
-    def finish(self, proc: ProcResult, session: Session) -> Iterable[AgentEvent]:
-        assert isinstance(session, StreamSession)
-        usage = session.usage_from_messages()
-        return [usage] if usage else []
 
 
 def _user_settings(env: dict[str, str]) -> dict[str, Any] | None:

@@ -19,7 +19,6 @@ from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, assistant_blocks
-from loope.agents.process import Session
 from loope.agents.setback import Setback, limit, parse_reset, transient
 from loope.proc import ProcResult
 from loope.text import amount as as_float
@@ -45,7 +44,9 @@ _SUBTYPE_ERRORS = {
 _MIN_BUDGET_USD = 1e-6
 
 
-class ClaudeAgent(StreamAgent):
+class ClaudeAgent(StreamAgent[StreamSession]):
+    session_type = StreamSession
+    usage_from_lines = "without a result"  # then priced as an estimate
     name = "claude"
     product = "Claude Code"
     prompt_on_stdin = True
@@ -102,19 +103,11 @@ class ClaudeAgent(StreamAgent):
             return _rate_limit(data, session)
         return ()
 
-    def setback(self, error: str, proc: ProcResult, session: Session) -> Setback | None:
+    def setback(self, error: str, proc: ProcResult, session: StreamSession) -> Setback | None:
         """Claude Code's own verdict on its failure (result line, rate-limit event) before its text."""
         if session.setback is not None or session.errors:
             return session.setback
         return super().setback(error, proc, session)
-
-    def finish(self, proc: ProcResult, session: Session) -> Iterable[AgentEvent]:
-        assert isinstance(session, StreamSession)
-        if session.done:
-            return ()
-        # No result line (killed, timed out): count what the assistant lines showed, priced as an estimate.
-        usage = session.usage_from_messages()
-        return (usage,) if usage else ()
 
 
 def sandbox_env(request: AgentRequest) -> dict[str, str]:
@@ -250,6 +243,3 @@ def _setback(data: Mapping[str, Any], error: str, seen: Setback | None) -> Setba
     if status == 429 or (isinstance(status, int) and status >= 500) or api_error in _UNREACHABLE:
         return transient(error)
     return None
-
-
-# -- small helpers -----------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
 from loope.agents.codex_sandbox import own_sandbox_in_use, sandbox_problem
 from loope.agents.jsonl import StreamAgent, StreamSession, api_error, as_dict, detail_from
-from loope.agents.process import Session
+from loope.agents.pricing import estimate
 from loope.proc import ProcResult
 from loope.text import count as as_int
 from loope.text import one_line
@@ -66,7 +66,8 @@ class CodexSession(StreamSession):
     """The last top-level ``error`` (a retry notice, or the reason a failed turn repeats)."""
 
 
-class CodexAgent(StreamAgent):
+class CodexAgent(StreamAgent[CodexSession]):
+    session_type = CodexSession
     name = "codex"
     product = "Codex CLI"
     prompt_on_stdin = True
@@ -119,7 +120,7 @@ class CodexAgent(StreamAgent):
 
     # -- reading its output -------------------------------------------------------------------
 
-    def new_session(self, request: AgentRequest) -> Session:
+    def new_session(self, request: AgentRequest) -> CodexSession:
         return CodexSession(model=self.model_name(request), workspace=request.workspace)
 
     def model_name(self, request: AgentRequest) -> str | None:
@@ -134,8 +135,7 @@ class CodexAgent(StreamAgent):
         home = home or (Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else Path.home() / ".codex")
         return _configured_model(home / "config.toml")
 
-    def on_json(self, data: dict[str, Any], session: StreamSession) -> Iterable[AgentEvent]:
-        assert isinstance(session, CodexSession)
+    def on_json(self, data: dict[str, Any], session: CodexSession) -> Iterable[AgentEvent]:
         kind = data.get("type")
         if kind in ("item.started", "item.updated", "item.completed"):
             return _item(str(kind), as_dict(data.get("item")), session)
@@ -158,8 +158,7 @@ class CodexAgent(StreamAgent):
             session.model = data["model"]  # not in 0.171's events; taken if a later codex reports it
         return []
 
-    def judge(self, proc: ProcResult, session: Session) -> str | None:
-        assert isinstance(session, CodexSession)
+    def judge(self, proc: ProcResult, session: CodexSession) -> str | None:
         if session.errors:
             return session.errors[-1]
         if not session.done and session.notice and session.json_seen:
@@ -172,8 +171,7 @@ class CodexAgent(StreamAgent):
             return f"{reason}: {detail}" if detail else reason
         return super().judge(proc, session)
 
-    def cost(self, session: Session) -> tuple[float, bool]:
-        from loope.agents.pricing import estimate
+    def cost(self, session: CodexSession) -> tuple[float, bool]:
 
         usd = None
         for model in (session.model, DEFAULT_PRICE):

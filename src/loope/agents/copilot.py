@@ -22,7 +22,6 @@ from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict
-from loope.agents.process import Session
 from loope.proc import ProcResult
 from loope.text import count as as_int
 from loope.text import one_line
@@ -49,7 +48,8 @@ class CopilotSession(StreamSession):
     usage_file: Path | None = None
 
 
-class CopilotAgent(StreamAgent):
+class CopilotAgent(StreamAgent[CopilotSession]):
+    session_type = CopilotSession
     name = "copilot"
     product = "GitHub Copilot CLI"
     home_env = ("COPILOT_HOME",)
@@ -77,10 +77,10 @@ class CopilotAgent(StreamAgent):
             argv += ["--model", self.model]
         return argv + self.extra_args()
 
-    def new_session(self, request: AgentRequest) -> Session:
+    def new_session(self, request: AgentRequest) -> CopilotSession:
         return CopilotSession(model=self.model, workspace=request.workspace, usage_file=request.step_dir / USAGE_FILE)
 
-    def on_json(self, data: dict[str, Any], session: StreamSession) -> Iterable[AgentEvent]:
+    def on_json(self, data: dict[str, Any], session: CopilotSession) -> Iterable[AgentEvent]:
         kind = data.get("type")
         body = as_dict(data.get("data"))
         if kind == "assistant.message":
@@ -102,8 +102,7 @@ class CopilotAgent(StreamAgent):
             session.done = True
         return []
 
-    def finish(self, proc: ProcResult, session: Session) -> Iterable[AgentEvent]:
-        assert isinstance(session, CopilotSession)
+    def finish(self, proc: ProcResult, session: CopilotSession) -> Iterable[AgentEvent]:
         usage = _usage_file(session.usage_file)
         if usage is None:
             return []

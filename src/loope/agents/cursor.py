@@ -35,7 +35,8 @@ _TOOLS: ToolTable = {
 }
 
 
-class CursorAgent(StreamAgent):
+class CursorAgent(StreamAgent[StreamSession]):
+    session_type = StreamSession
     name = "cursor"
     product = "Cursor's cursor-agent"
     home_env = ("CURSOR_CONFIG_DIR",)

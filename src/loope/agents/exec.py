@@ -26,7 +26,8 @@ _PLAIN_WORD = re.compile(r"[A-Za-z0-9_@%+,./:-]+")
 _ACTIONS = frozenset({"edit", "write", "read", "command", "search", "other"})
 
 
-class ExecAgent(ProcessAgent):
+class ExecAgent(ProcessAgent[Session]):
+    session_type = Session
     name = "exec"
     transcript_name = "transcript.log"
     info: ClassVar[AdapterInfo] = AdapterInfo(

@@ -20,7 +20,6 @@ from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, api_error, as_dict, detail_from
-from loope.agents.process import Session
 from loope.proc import ProcResult
 from loope.text import count as as_int
 from loope.text import one_line
@@ -49,7 +48,8 @@ _EXIT_CODES = {
 }
 
 
-class GeminiAgent(StreamAgent):
+class GeminiAgent(StreamAgent[StreamSession]):
+    session_type = StreamSession
     name = "gemini"
     product = "Gemini CLI"
     home_env = ("GEMINI_CLI_HOME",)
@@ -112,8 +112,7 @@ class GeminiAgent(StreamAgent):
             events += _result(data, session)
         return events
 
-    def judge(self, proc: ProcResult, session: Session) -> str | None:
-        assert isinstance(session, StreamSession)
+    def judge(self, proc: ProcResult, session: StreamSession) -> str | None:
         code = proc.exit_code
         detail = session.errors[-1] if session.errors else detail_from(proc.stderr_tail)
         if code in _EXIT_CODES:

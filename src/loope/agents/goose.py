@@ -37,7 +37,8 @@ _EDITOR = {"view": "view", "write": "write", "str_replace": "edit", "insert": "e
 _FATAL_KINDS = frozenset({"authentication", "creditsExhausted"})
 
 
-class GooseAgent(StreamAgent):
+class GooseAgent(StreamAgent[StreamSession]):
+    session_type = StreamSession
     name = "goose"
     product = "goose"
     home_env = ("GOOSE_PATH_ROOT",)

@@ -13,6 +13,7 @@ from typing import Any
 from loope.agents import registry
 from loope.agents.base import AdapterInfo, Agent
 from loope.agents.process import ProcessAgent
+from loope.errors import LoopeError
 from loope.proc import run_process
 
 
@@ -86,7 +87,6 @@ class Check:
 
 
 def _check(spec_text: str, options: Mapping[str, Any], workdir: Path, sandboxed: bool) -> Check:
-    from loope.errors import LoopeError
 
     try:
         spec = registry.parse(spec_text)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from loope.agents.base import Action, AgentEvent, AgentRequest
 from loope.agents.message import MessageText
@@ -134,18 +134,24 @@ class StreamSession(Session):
         return None if totals is None else AgentEvent.usage(*totals)
 
 
-class StreamAgent(ProcessAgent):
+SS = TypeVar("SS", bound=StreamSession)
+
+
+class StreamAgent(ProcessAgent[SS]):
     """An adapter for a CLI that prints JSON lines; subclasses implement ``on_json``."""
 
     product: ClassVar[str]
     """The CLI's own name, for messages (``Gemini CLI``)."""
     prompt_on_stdin = False
 
-    def new_session(self, request: AgentRequest) -> Session:
-        return StreamSession(model=self.model, workspace=request.workspace)
+    usage_from_lines: ClassVar[Literal["never", "without a result", "always"]] = "never"
+    """When to count the tokens the assistant lines showed: never (the result line has the totals),
+    without a result line (the CLI was killed or timed out before printing it), or always (it prints none)."""
 
-    def parse_line(self, line: str, session: Session) -> Iterable[AgentEvent]:
-        assert isinstance(session, StreamSession)
+    def new_session(self, request: AgentRequest) -> SS:
+        return self.session_type(model=self.model, workspace=request.workspace)
+
+    def parse_line(self, line: str, session: SS) -> Iterable[AgentEvent]:
         data = json_object(line)
         if data is None:
             if len(session.noise) < 20:  # only the first lines are ever shown
@@ -154,15 +160,16 @@ class StreamAgent(ProcessAgent):
         session.json_seen = True
         return self.on_json(data, session)
 
-    def on_json(self, data: dict[str, Any], session: StreamSession) -> Iterable[AgentEvent]:
+    def on_json(self, data: dict[str, Any], session: SS) -> Iterable[AgentEvent]:
         raise NotImplementedError
 
-    def finish(self, proc: ProcResult, session: Session) -> Iterable[AgentEvent]:
-        assert isinstance(session, StreamSession)
-        return session.flush()
+    def finish(self, proc: ProcResult, session: SS) -> Iterable[AgentEvent]:
+        events = session.flush()
+        count = self.usage_from_lines == "always" or (self.usage_from_lines == "without a result" and not session.done)
+        usage = session.usage_from_messages() if count else None
+        return [*events, usage] if usage else events
 
-    def judge(self, proc: ProcResult, session: Session) -> str | None:
-        assert isinstance(session, StreamSession)
+    def judge(self, proc: ProcResult, session: SS) -> str | None:
         if session.errors:
             return session.errors[-1]
         if proc.signal_name:

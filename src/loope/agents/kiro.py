@@ -48,7 +48,8 @@ class KiroSession(Session):
     first: bool = True
 
 
-class KiroAgent(ProcessAgent):
+class KiroAgent(ProcessAgent[KiroSession]):
+    session_type = KiroSession
     name = "kiro"
     home_state = (".kiro", ".local/share/kiro-cli", ".aws/sso/cache")
     transcript_name = "transcript.log"
@@ -79,11 +80,10 @@ class KiroAgent(ProcessAgent):
         env.setdefault("NO_COLOR", "1")
         return env
 
-    def new_session(self, request: AgentRequest) -> Session:
+    def new_session(self, request: AgentRequest) -> KiroSession:
         return KiroSession(model=self.model, workspace=str(request.workspace))
 
-    def parse_line(self, line: str, session: Session) -> Iterable[AgentEvent]:
-        assert isinstance(session, KiroSession)
+    def parse_line(self, line: str, session: KiroSession) -> Iterable[AgentEvent]:
         text = strip_ansi(line).rstrip()
         if session.first:
             session.first = False
@@ -105,8 +105,7 @@ class KiroAgent(ProcessAgent):
             session.segment.append(text)
         return ()
 
-    def finish(self, proc: ProcResult, session: Session) -> Iterable[AgentEvent]:
-        assert isinstance(session, KiroSession)
+    def finish(self, proc: ProcResult, session: KiroSession) -> Iterable[AgentEvent]:
         if session.in_tool and session.tool_output:
             # A tool with no status line: what followed its header may well be the answer.
             for line in session.tool_output:
@@ -117,7 +116,7 @@ class KiroAgent(ProcessAgent):
         credits = _CREDITS.search(strip_ansi(proc.stderr_tail))
         return (AgentEvent.say(f"kiro-cli used {credits.group(1)} credits"),) if credits else ()
 
-    def judge(self, proc: ProcResult, session: Session) -> str | None:
+    def judge(self, proc: ProcResult, session: KiroSession) -> str | None:
         if proc.exit_code != 0:
             return super().judge(proc, session)
         if _CREDITS.search(strip_ansi(proc.stderr_tail)):

@@ -39,7 +39,8 @@ _TOOLS: ToolTable = {
 _READ_ONLY = {"edit": "deny", "bash": "deny"}
 
 
-class OpenCodeAgent(StreamAgent):
+class OpenCodeAgent(StreamAgent[StreamSession]):
+    session_type = StreamSession
     name = "opencode"
     home_state = (".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode")
     product = "OpenCode"

@@ -14,11 +14,12 @@ import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
 from loope.agents.failure import explain
 from loope.agents.message import MessageText, bounded
+from loope.agents.pricing import estimate
 from loope.agents.setback import Setback, from_text
 from loope.proc import ProcResult, run_process, split_lines
 from loope.records.atomic import write_text
@@ -60,8 +61,11 @@ class Session:
         return bounded(self.final) if self.final is not None else self.texts.text().strip()
 
 
-class ProcessAgent:
-    """Base for adapters that run a program once per step."""
+S = TypeVar("S", bound=Session)
+
+
+class ProcessAgent(Generic[S]):
+    """Base for adapters that run a program once per step, reading its output into a session of type ``S``."""
 
     name: ClassVar[str]
     info: ClassVar[AdapterInfo]
@@ -87,12 +91,15 @@ class ProcessAgent:
     def argv(self, request: AgentRequest) -> list[str]:
         raise NotImplementedError
 
-    def parse_line(self, line: str, session: Session) -> Iterable[AgentEvent]:
+    session_type: type[S]
+    """The parse state of one run (``new_session`` makes one from the model alone unless overridden)."""
+
+    def parse_line(self, line: str, session: S) -> Iterable[AgentEvent]:
         """Events in one line of output; plain text is part of the final message by default."""
         session.texts.append(line)
         return ()
 
-    def read_block(self, block: bytes, session: Session) -> Iterable[AgentEvent]:
+    def read_block(self, block: bytes, session: S) -> Iterable[AgentEvent]:
         """Events in a block of complete output lines; by default, each non-blank line through ``parse_line``."""
         events: list[AgentEvent] = []
         for line in split_lines(block):
@@ -100,18 +107,18 @@ class ProcessAgent:
                 events.extend(self.parse_line(line, session))
         return events
 
-    def new_session(self, request: AgentRequest) -> Session:
+    def new_session(self, request: AgentRequest) -> S:
         """The parse state for one run; adapters that track more keep it in a Session subclass."""
-        return Session(model=self.model)
+        return self.session_type(model=self.model)
 
-    def finish(self, proc: ProcResult, session: Session) -> Iterable[AgentEvent]:
+    def finish(self, proc: ProcResult, session: S) -> Iterable[AgentEvent]:
         """Events known only once the process ended, however it ended (a timeout or kill included).
 
         For CLIs that report totals in a last line that may never come: what the partial output says.
         """
         return ()
 
-    def judge(self, proc: ProcResult, session: Session) -> str | None:
+    def judge(self, proc: ProcResult, session: S) -> str | None:
         """Why the step failed, or None. Subclasses add the failures their CLI hides behind exit 0."""
         if proc.exit_code == 0:
             return session.errors[-1] if session.errors else None
@@ -119,7 +126,7 @@ class ProcessAgent:
         reason = f"{self.label} exited with {proc.describe()}"
         return f"{reason}: {detail}" if detail else reason
 
-    def setback(self, error: str, proc: ProcResult, session: Session) -> Setback | None:
+    def setback(self, error: str, proc: ProcResult, session: S) -> Setback | None:
         """Whether a failure may pass when tried again: the CLI's own signal, else its error text."""
         if session.setback is not None:
             return session.setback
@@ -238,7 +245,7 @@ class ProcessAgent:
             return None
         return f"{self.name} is not installed ({program} not found on PATH); install it with: {self.info.install}"
 
-    def _result(self, proc: ProcResult, session: Session, request: AgentRequest) -> AgentResult:
+    def _result(self, proc: ProcResult, session: S, request: AgentRequest) -> AgentResult:
         setback: Setback | None = None
         if proc.start_error:
             hint = f"; install it with: {self.info.install}" if proc.start_error.startswith("command not found") else ""
@@ -276,11 +283,10 @@ class ProcessAgent:
             setback=setback,
         )
 
-    def cost(self, session: Session) -> tuple[float, bool]:
+    def cost(self, session: S) -> tuple[float, bool]:
         """USD the step cost, and whether it is an estimate rather than the CLI's own figure."""
         if session.cost_reported:
             return session.cost_usd, False
-        from loope.agents.pricing import estimate
 
         estimated = estimate(session.model or self.model, session.input_tokens, session.output_tokens, self.options)
         if estimated is None:

@@ -17,7 +17,6 @@ from typing import Any, ClassVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, api_error, as_dict, assistant_blocks, tool_errors
-from loope.agents.process import Session
 from loope.proc import ProcResult
 from loope.text import count as as_int
 
@@ -42,7 +41,9 @@ _EXIT_CODES = {
 }
 
 
-class QwenAgent(StreamAgent):
+class QwenAgent(StreamAgent[StreamSession]):
+    session_type = StreamSession
+    usage_from_lines = "without a result"
     name = "qwen"
     product = "Qwen Code"
     home_env = ("QWEN_HOME",)
@@ -86,12 +87,7 @@ class QwenAgent(StreamAgent):
             return _result(data, session)
         return []
 
-    def finish(self, proc: ProcResult, session: Session) -> Iterable[AgentEvent]:
-        assert isinstance(session, StreamSession)
-        fallback = None if session.done else session.usage_from_messages()
-        return [fallback] if fallback else []
-
-    def judge(self, proc: ProcResult, session: Session) -> str | None:
+    def judge(self, proc: ProcResult, session: StreamSession) -> str | None:
         reason = _EXIT_CODES.get(proc.exit_code or 0)
         if reason and not session.errors:
             return reason

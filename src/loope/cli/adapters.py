@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from loope.cli.options import project_dir, workdir_option
+from loope.errors import EXIT_FAILED
 
 if TYPE_CHECKING:
     from loope.agents.inspect import Check
@@ -42,7 +43,6 @@ def adapters(json_: bool) -> int:
 def doctor(workdir: Path | None, json_: bool) -> int:
     """Check the agents this project is configured to use, and say what to fix."""
     from loope.agents.inspect import diagnose
-    from loope.errors import EXIT_FAILED
     from loope.spec import build_spec
 
     root = project_dir(workdir)

@@ -7,6 +7,9 @@ from pathlib import Path
 import click
 
 from loope.cli.options import project_dir
+from loope.errors import EXIT_FAILED, LoopeError
+from loope.records.rundir import find_run
+from loope.workspace import apply as landing
 
 
 @click.command()
@@ -22,9 +25,6 @@ from loope.cli.options import project_dir
 @click.option("--commit", is_flag=True, help="Also commit the change on the current branch, as one commit.")
 def apply(run_ref: str, workdir: Path | None, *, delete: bool, force: bool, dry_run: bool, commit: bool) -> int:
     """Land RUN's changes: added and changed files, deletions only with --delete."""
-    from loope.errors import EXIT_FAILED, LoopeError
-    from loope.records.rundir import find_run
-    from loope.workspace import apply as landing
 
     here = project_dir(None)
     if workdir is None:

@@ -10,6 +10,9 @@ import click
 
 from loope.cli.options import output_options, project_dir, views, workdir_option
 from loope.control import is_running, open_store, run_status, stop_run
+from loope.control import start_detached as start
+from loope.errors import EXIT_FAILED
+from loope.records.rundir import RUNS, find_run
 
 
 def _print_status(info: dict[str, Any]) -> None:
@@ -62,8 +65,6 @@ def _print_activity(activity: dict[str, Any] | None, *, waiting_shown: bool) -> 
 @workdir_option
 def status(run_ref: str | None, json_: bool, workdir: Path | None) -> int:
     """One run's status, iteration, cost, runner and state file; without RUN, every running run."""
-    from loope.records.rundir import RUNS, find_run
-
     root = project_dir(workdir)
     if run_ref:
         ids = [find_run(root, run_ref).run_id]
@@ -86,9 +87,6 @@ def status(run_ref: str | None, json_: bool, workdir: Path | None) -> int:
 @workdir_option
 def stop(run_ref: str, now: bool, workdir: Path | None) -> int:
     """Ask RUN to stop before its next step (with --now, kill the step in flight too)."""
-    from loope.errors import EXIT_FAILED
-    from loope.records.rundir import find_run
-
     root = project_dir(workdir)
     requested, detail = stop_run(root, find_run(root, run_ref).run_id, now=now)
     click.echo(detail, err=not requested)
@@ -103,7 +101,6 @@ def stop(run_ref: str, now: bool, workdir: Path | None) -> int:
 def resume(run_ref: str, lock_fd: int | None, workdir: Path | None, **output: Any) -> int:
     """Continue RUN, whose runner died, after its last completed iteration."""
     from loope.engine.loop import Engine
-    from loope.records.rundir import find_run
     from loope.services import for_project
 
     root = project_dir(workdir)
@@ -163,7 +160,6 @@ def continue_(run_ref: str, workdir: Path | None, **options: Any) -> int:
 
 def start_detached(spec: Any) -> int:
     """``loope run --detach``: print the run id of a run now driven in the background."""
-    from loope.control import start_detached as start
 
     run_id = start(spec)
     click.echo(run_id)

@@ -13,14 +13,14 @@ from pathlib import Path
 import click
 
 from loope.cli.options import output_options, views
+from loope.records.report import render
+from loope.workspace.git import Git
 
 GOAL = "Fix calc.add so that every test in tests/ passes."
 
 
 def prepare_example(root: Path) -> Path:
     """Copy the bundled example into ``root/calc`` and commit it, as a user's repository would be."""
-    from loope.workspace.git import Git
-
     project = root / "calc"
     with as_file(files("loope.demo").joinpath("example")) as example:
         shutil.copytree(example, project, ignore=shutil.ignore_patterns("__pycache__"))
@@ -54,7 +54,6 @@ def demo(keep: bool, json_: bool, plain: bool, quiet: bool, color: str) -> int:
     """
     from loope.engine.loop import Engine
     from loope.engine.roster import Services
-    from loope.records.report import render
     from loope.spec import build_spec
 
     root = Path(tempfile.mkdtemp(prefix="loope-demo-"))

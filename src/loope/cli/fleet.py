@@ -9,6 +9,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from loope.cli.options import project_dir, workdir_option
+from loope.errors import LoopeError
+from loope.fleet.spec import load_fleet
+from loope.records.model import now_iso
+from loope.records.rundir import slug
 
 if TYPE_CHECKING:
     from loope.fleet.spec import FleetFile
@@ -68,9 +72,7 @@ def fleet() -> None:
 @workdir_option
 def start(file: Path, jobs: int | None, json_: bool, plain: bool, workdir: Path | None, **temporal: Any) -> int:
     """Start every task of FILE and drive the fleet until each loop has ended."""
-    from loope.errors import LoopeError
     from loope.fleet.pool import Coordinator, exit_code
-    from loope.fleet.spec import load_fleet
     from loope.store.fleets import FleetStore
     from loope.ui.fleet import fleet_display
     from loope.workspace.loopedir import ensure_loope_dir
@@ -108,8 +110,6 @@ def start(file: Path, jobs: int | None, json_: bool, plain: bool, workdir: Path 
 
 
 def _add(store: FleetStore, file: Path, loaded: FleetFile, **extra: Any) -> str:
-    from loope.records.model import now_iso
-    from loope.records.rundir import slug
 
     return store.add_fleet(
         slug(file.stem, words=4, chars=24),
@@ -228,7 +228,6 @@ def _workflow_text(state: dict[str, Any] | None) -> str:
 def stop(fleet_ref: str, now: bool, workdir: Path | None) -> int:
     """Stop every loop of FLEET (before its next step; with --now, at once) and start no more."""
     from loope.fleet.pool import fleet_view
-    from loope.records.model import now_iso
     from loope.runners import process_alive
 
     store = _store(workdir)
@@ -269,7 +268,6 @@ def stop(fleet_ref: str, now: bool, workdir: Path | None) -> int:
 @workdir_option
 def continue_(fleet_ref: str, json_: bool, plain: bool, workdir: Path | None) -> int:
     """Pick FLEET up again: restart loops whose runner died, start the tasks not started yet."""
-    from loope.errors import LoopeError
     from loope.fleet.pool import Coordinator, exit_code, resume_dead
     from loope.runners import process_alive
     from loope.ui.fleet import fleet_display
@@ -306,8 +304,6 @@ def _store(workdir: Path | None) -> FleetStore:
 
 def _find(store: FleetStore, ref: str) -> str:
     """The fleet whose id starts with ``ref``; exactly one must match."""
-    from loope.errors import LoopeError
-
     ids = [str(row["id"]) for row in store.fleets()]
     matches = [i for i in ids if i == ref] or [i for i in ids if i.startswith(ref)]
     if not matches and ref.isdigit():

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from loope.cli.options import project_dir, workdir_option
+from loope.scaffold import InitOptions, init_project
 
 
 @click.command()
@@ -24,12 +25,25 @@ from loope.cli.options import project_dir, workdir_option
 @click.option("--hooks", metavar="claude|kiro", help="Also wire the gate into an agent's own session.")
 @click.option("--force", is_flag=True, help="Overwrite loope.toml and .loope/program.md.")
 @workdir_option
-def init(workdir: Path | None, editable: tuple[str, ...], protect: tuple[str, ...], **options: object) -> int:
+def init(
+    *,
+    workdir: Path | None,
+    goal: str | None,
+    editable: tuple[str, ...],
+    protect: tuple[str, ...],
+    max_attempts: int,
+    metric: str | None,
+    direction: str | None,
+    verify_cmd: str | None,
+    hooks: str | None,
+    force: bool,
+) -> int:
     """Write loope.toml and .loope/program.md; afterwards `loope run` with no arguments runs that program."""
-    from loope.scaffold import InitOptions, init_project
-
     root = project_dir(workdir)
-    result = init_project(root, InitOptions(editable=list(editable), protect=list(protect), **options))  # type: ignore[arg-type]
+    options = InitOptions(
+        goal, list(editable), list(protect), max_attempts, metric, direction, verify_cmd, hooks, force
+    )
+    result = init_project(root, options)
     for path in result.written:
         click.echo(f"wrote  {path.relative_to(root)}")
     for path in result.merged:

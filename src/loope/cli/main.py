@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from loope import __version__
+from loope.errors import EXIT_INTERRUPTED, EXIT_USAGE, LoopeError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("loope.cli.run:run", "Run a loop: implement, verify, review, repeat."),
@@ -75,7 +76,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run_cli(argv: list[str] | None = None) -> int:
-    from loope.errors import EXIT_INTERRUPTED, EXIT_USAGE, LoopeError
 
     try:
         result: Any = cli.main(args=argv, prog_name="loope", standalone_mode=False)

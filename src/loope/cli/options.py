@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from loope.errors import LoopeError
+from loope.root import project_root
+from loope.ui.terminal import fancy_output
 
 if TYPE_CHECKING:
     from loope.events import Observer
@@ -52,15 +55,7 @@ def view(json_: bool = False, plain: bool = False, quiet: bool = False, color: s
     return LiveView(Console(force_terminal=True) if color == "always" else None)
 
 
-def fancy_output(color: str) -> bool:
-    """Whether to redraw in place: a terminal that takes escape codes, unless NO_COLOR or --color never."""
-    return color == "always" or (
-        color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-    )
-
-
 def workdir_option(func: F) -> F:
-    from pathlib import Path
 
     return click.option(
         "--workdir", type=click.Path(path_type=Path), default=None, help="The project directory. [default: .]"
@@ -69,11 +64,6 @@ def workdir_option(func: F) -> F:
 
 def project_dir(workdir: Any) -> Any:
     """The project directory: --workdir, else the one the current directory is in; an error when it does not exist."""
-    from pathlib import Path
-
-    from loope.errors import LoopeError
-    from loope.root import project_root
-
     path = Path(workdir).expanduser() if workdir else Path(project_root())
     if not path.is_dir():
         raise LoopeError(f"workdir {path} does not exist or is not a directory; pass an existing --workdir")

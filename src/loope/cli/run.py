@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from loope.cli.options import output_options, views
+from loope.errors import LoopeError
 
 
 @click.command(context_settings={"show_default": True})
@@ -94,7 +95,6 @@ from loope.cli.options import output_options, views
 def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool, **flags: Any) -> int:
     """Run a loop on GOAL: implement, verify, review, repeat until converged or out of budget."""
     from loope.engine.loop import Engine
-    from loope.errors import LoopeError
     from loope.spec import build_spec
 
     output = {k: flags.pop(k) for k in ("json_", "plain", "quiet", "color")}
@@ -130,7 +130,6 @@ def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool,
 
 
 def _goal(goal: str | None, goal_file: Path | None) -> str | None:
-    from loope.errors import LoopeError
 
     if goal_file is not None:
         if goal is not None:

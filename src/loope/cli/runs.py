@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 
+from loope.errors import LoopeError
+from loope.root import project_root
 from loope.runners import effective_status
 
 # `loope runs` is run often and must start fast: it reads run.json files with os and json only
@@ -92,9 +94,6 @@ def _row(r: dict[str, Any], root: str) -> dict[str, Any]:
 @click.option("--json", "json_", is_flag=True, help="One JSON array of runs.")
 def runs(workdir: str | None, json_: bool) -> int:
     """List runs: id, status, iterations, cost, age."""
-    from loope.errors import LoopeError
-    from loope.root import project_root
-
     root = os.path.abspath(os.path.expanduser(workdir)) if workdir else project_root()
     if not os.path.isdir(root):
         raise LoopeError(f"workdir {root} does not exist or is not a directory; pass an existing --workdir")

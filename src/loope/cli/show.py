@@ -9,6 +9,8 @@ from typing import Any
 import click
 
 from loope.cli.options import project_dir, workdir_option
+from loope.records.report import render
+from loope.records.rundir import find_run
 
 TRANSCRIPT_LINES = 40
 
@@ -21,8 +23,6 @@ TRANSCRIPT_LINES = 40
 @workdir_option
 def show(run_ref: str, diff: bool, json_: bool, step: int | None, workdir: Path | None) -> int:
     """Show RUN (an id or a unique prefix such as 0007); a running run shows what it has changed so far."""
-    from loope.records.report import render
-    from loope.records.rundir import find_run
 
     rundir = find_run(project_dir(workdir), run_ref)
     data = rundir.read_json("run.json")

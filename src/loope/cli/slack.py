@@ -9,6 +9,9 @@ from pathlib import Path
 import click
 
 from loope.cli.options import project_dir, workdir_option
+from loope.cli.slack_actions import APP_TOKEN_ENV, listen
+from loope.errors import LoopeError
+from loope.notify.slack import TOKEN_ENV, web_client
 
 
 @click.command("slack-listen")
@@ -19,10 +22,6 @@ def slack_listen(workdir: Path | None) -> int:
     Needs SLACK_APP_TOKEN (an app-level xapp- token with connections:write, Socket Mode and
     Interactivity on) and SLACK_BOT_TOKEN (to confirm in the thread). Ctrl-C quits.
     """
-    from loope.errors import LoopeError
-    from loope.notify.slack import TOKEN_ENV, web_client
-    from loope.notify.slack_actions import APP_TOKEN_ENV, listen
-
     root = project_dir(workdir)
     app_token = os.environ.get(APP_TOKEN_ENV, "").strip()
     bot_token = os.environ.get(TOKEN_ENV, "").strip()

@@ -10,12 +10,14 @@ from typing import Any
 import click
 
 from loope.cli.options import project_dir, workdir_option
+from loope.errors import LoopeError
+from loope.verify.gate import run_gate
+from loope.verify.metric import measure
 
 HOOK_STATE = "hook-attempts.json"
 
 
 def _settings(root: Path) -> dict[str, Any]:
-    from loope.errors import LoopeError
     from loope.spec import _normalize, load_config
 
     config, source = load_config(root)
@@ -36,8 +38,6 @@ def _settings(root: Path) -> dict[str, Any]:
 def verify(json_: bool, hook: str | None, workdir: Path | None) -> int:
     """Run the gate (and the metric, when set) on the current tree; exit 0 when it passes, 1 when not."""
     from loope.errors import LoopeError
-    from loope.verify.gate import run_gate
-    from loope.verify.metric import measure
     from loope.workspace.loopedir import ensure_loope_dir
 
     root = project_dir(workdir)

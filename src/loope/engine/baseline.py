@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from loope.engine.state import BadInput, Halt, RunState
+from loope.engine.run import BadInput, Halt, RunState
 from loope.engine.steps import StepRunner
 from loope.enums import StopReason
 from loope.errors import LoopeError

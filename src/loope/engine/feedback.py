@@ -5,22 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-TAIL_LINES = 40
-TAIL_BYTES = 4096
-MAX_FAILURES = 20
-
-
-@dataclass(frozen=True)
-class GateReport:
-    command: str
-    passed: bool
-    exit_code: int | None
-    failures: Sequence[tuple[str, str]] = ()
-    """(test id, assertion line) pairs parsed from the output."""
-    output: str = ""
-    timed_out: bool = False
-    failing: int = 0
-    """How many checks failed (the runner's own count); ``failures`` holds the first of them."""
+from loope.verify.report import MAX_FAILURES, GateReport, tail
 
 
 @dataclass(frozen=True)
@@ -35,22 +20,6 @@ class Findings:
     success: GateReport | None = None
     metric_note: str | None = None
     notes: Sequence[str] = field(default_factory=tuple)
-
-
-def tail(text: str, *, lines: int = TAIL_LINES, limit: int = TAIL_BYTES) -> str:
-    """The last ``lines`` lines of ``text``, cut to at most ``limit`` bytes (at a line boundary when one fits)."""
-    kept = text.rstrip().splitlines()[-lines:]
-    out: list[str] = []
-    size = 0
-    for line in reversed(kept):
-        encoded = len(line.encode("utf-8")) + 1
-        if size + encoded > limit:
-            if not out:  # one line longer than the limit: keep its end rather than nothing
-                out.append(line.encode("utf-8")[-limit:].decode("utf-8", "ignore"))
-            break
-        out.append(line)
-        size += encoded
-    return "\n".join(reversed(out))
 
 
 def failure_signature(failures: Sequence[tuple[str, str]]) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from loope.engine.roster import Memory
-from loope.engine.state import RunState
+from loope.engine.run import RunState
 from loope.enums import StopReason
 from loope.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LoopeError
 from loope.events import RunFinished

@@ -16,32 +16,30 @@ from loope.engine import finish, setup
 from loope.engine.baseline import check_commands, gate_baseline, needs_baseline
 from loope.engine.bus import EventBus
 from loope.engine.decide import IterationDecision, Rules, decide
-from loope.engine.feedback import GateReport, compose, feedback_key
-from loope.engine.metric import MetricSearch
+from loope.engine.feedback import compose, feedback_key
+from loope.engine.metric_search import MetricSearch
 from loope.engine.prompts import PromptContext, context_for, read_optional, review_inputs
 from loope.engine.recorders import EventsFile, ReportWriter
 from loope.engine.results import IterationResults
 from loope.engine.resume import rewind
 from loope.engine.roster import NO_SERVICES, Agents, Services
+from loope.engine.run import BadInput, Halt, RunnerLock, RunState
 from loope.engine.sandboxing import run_sandbox
 from loope.engine.segments import MoreBudget, reopen_state
-from loope.engine.state import BadInput, Halt, RunnerLock, RunState
 from loope.engine.steps import AgentStep, StepRunner, verdicts_of
 from loope.enums import Role, StepKind, StopReason
 from loope.errors import LoopeError
 from loope.events import Critique, Decision, IterationFinished, IterationStarted, ReviewFinished
-from loope.records import ledger
-from loope.records import state as state_file
+from loope.records import ledger, state_file
 from loope.records.anchor import RunDirAnchor
-from loope.records.model import (
-    RunRecord,
-    json_safe,
-)
+from loope.records.model import RunRecord, json_safe
 from loope.records.rundir import RunDir
 from loope.records.space import Reserve, failure_detail
 from loope.sandbox import choose
 from loope.spec import LoopSpec
 from loope.termination import Terminated, terminated_as_interrupt
+from loope.verify.report import GateReport
+from loope.verify.success import success_env
 from loope.workspace import safefs
 from loope.workspace.loopedir import LOOPE_DIR
 from loope.workspace.workspace import Workspace
@@ -242,7 +240,6 @@ class Engine:
         return steps
 
     def _success(self, n: int) -> GateReport:
-        from loope.verify.success import success_env
 
         run, command = self.run_state, self.spec.success_cmd
         assert command is not None

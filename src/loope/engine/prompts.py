@@ -9,10 +9,11 @@ from importlib.resources import files
 from pathlib import Path
 from string import Template
 
-from loope.engine.feedback import GateReport
-from loope.engine.state import RunState
+from loope.engine.run import RunState
 from loope.records import ledger
-from loope.workspace.workspace import LOOPE_DIR, Workspace
+from loope.records.rundir import LOOPE_DIR
+from loope.verify.report import GateReport
+from loope.workspace.workspace import Workspace
 
 MAX_DIFF_CHARS = 60_000
 MAX_FILE_BYTES = 32_000

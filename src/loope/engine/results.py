@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loope.engine.decide import IterationDecision, Outcome
-from loope.engine.feedback import Findings, GateReport, failure_signature
-from loope.engine.state import RunState
+from loope.engine.feedback import Findings, failure_signature
+from loope.engine.run import RunState
 from loope.engine.steps import AgentStep
 from loope.records import ledger
-from loope.records.state import State
+from loope.records.state_file import State
 from loope.verify.metric import Measurement
+from loope.verify.report import GateReport
 
 
 @dataclass(frozen=True)

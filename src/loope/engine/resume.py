@@ -10,16 +10,18 @@ from typing import TYPE_CHECKING
 
 from loope.engine.cutshort import Tally
 from loope.enums import WorkspaceMode
+from loope.proc import kill_group, run_process
 from loope.records import ledger
 from loope.records.atomic import write_text
 from loope.records.model import RunRecord, StepRecord, Totals, WorkspaceInfo
 from loope.records.rundir import RunDir
 from loope.workspace.branch import drop_branch
+from loope.workspace.git import safe_command, safe_env
 from loope.workspace.retire import recreate
 from loope.workspace.workspace import Workspace
 
 if TYPE_CHECKING:
-    from loope.engine.state import RunnerLock
+    from loope.engine.run import RunnerLock
 
 
 def rewind(rundir: RunDir, record: RunRecord) -> Workspace:
@@ -84,8 +86,6 @@ def abandon(rundir: RunDir, workspace: Workspace | None, lock: RunnerLock | None
 def discard(rundir: RunDir) -> None:
     """Remove a run that could not start, so nothing half-written is left behind."""
     shutil.rmtree(rundir.root, ignore_errors=True)
-    from loope.proc import run_process
-    from loope.workspace.git import safe_command, safe_env
 
     run_process(safe_command("worktree", "prune"), cwd=rundir.workdir, env=safe_env(), capture=True)
 
@@ -97,7 +97,6 @@ def _set_aside(rundir: RunDir, last_kept: int) -> dict[str, str]:
     processes behind; they must be gone before the workspace is reset, or they write into it.
     Returns each moved directory's old and new path, relative to the run dir.
     """
-    from loope.proc import kill_group
 
     moved: dict[str, str] = {}
     if not rundir.agents.is_dir():

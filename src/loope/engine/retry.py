@@ -18,7 +18,7 @@ from pathlib import Path
 
 from loope.agents.base import Agent, AgentRequest, AgentResult
 from loope.agents.setback import Setback, iso, parse_reset
-from loope.engine.state import RunState
+from loope.engine.run import RunState
 from loope.events import LimitWait, StepRetry
 from loope.records.atomic import append_line, write_text
 from loope.records.model import Waiting

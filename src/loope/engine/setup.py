@@ -8,8 +8,8 @@ from dataclasses import replace
 
 from loope.engine.resume import abandon
 from loope.engine.roster import Agents
+from loope.engine.run import RunnerLock, RunState
 from loope.engine.segments import MoreBudget, extend
-from loope.engine.state import RunnerLock, RunState
 from loope.errors import LoopeError
 from loope.events import Budgets, RunStarted, SandboxInfo
 from loope.records.atomic import write_text

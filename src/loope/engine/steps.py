@@ -13,9 +13,8 @@ from typing import TypedDict, TypeVar
 from loope.agents.base import Agent, AgentEvent, AgentRequest, AgentResult, mode_for
 from loope.agents.verdict import Verdict, finding_lines, parse_verdict
 from loope.engine.cutshort import Tally, why_cut
-from loope.engine.feedback import tail
 from loope.engine.retry import Attempts, limit_detail
-from loope.engine.state import Halt, RunState
+from loope.engine.run import Halt, RunState
 from loope.enums import Role, StepKind, StopReason
 from loope.events import (
     AgentActivity,
@@ -32,7 +31,8 @@ from loope.records.atomic import append_line, write_bytes, write_text
 from loope.records.model import FileChange, StepRecord, now_iso
 from loope.records.sealed import SealedLog
 from loope.verify.gate import GateResult, check_env, pid_recorder, read_output, run_gate, run_shell
-from loope.verify.metric import Measurement
+from loope.verify.metric import Measurement, measure
+from loope.verify.report import tail
 from loope.workspace.guard import Guard
 
 T = TypeVar("T")
@@ -355,8 +355,6 @@ class StepRunner:
 
     def metric(self, iteration: int, command: str) -> Measurement:
         """Score the workspace with the metric command (the median of ``metric_repeat`` runs)."""
-        from loope.verify.metric import measure
-
         record, result = self._command_step(
             iteration,
             StepKind.METRIC,

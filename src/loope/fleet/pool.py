@@ -14,10 +14,13 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from loope.errors import LoopeError
+from loope.control import request_stop, start_detached
+from loope.errors import EXIT_FAILED, EXIT_OK, LoopeError
+from loope.records.model import now_iso
 from loope.records.rundir import RUNS, RunDir
 from loope.runners import effective_status, process_alive
 from loope.store.fleets import FleetStore
@@ -112,7 +115,6 @@ def task_view(row: dict[str, Any]) -> TaskView:
 
 
 def _epoch(iso: str | None) -> float | None:
-    from datetime import datetime
 
     try:
         return datetime.fromisoformat(str(iso).replace("Z", "+00:00")).timestamp()
@@ -214,7 +216,6 @@ class Coordinator:
         self._stop_runs(view, now=now)
 
     def _stop_runs(self, view: FleetView, *, now: bool) -> None:
-        from loope.control import request_stop
 
         for task in view.tasks:
             if task.status == "running" and task.run_id:
@@ -241,7 +242,6 @@ class Coordinator:
         return started
 
     def _start(self, task: TaskView, view: FleetView) -> None:
-        from loope.control import start_detached
         from loope.spec import LoopSpec
 
         row = next(t for t in self.store.fleet_tasks(self.fleet_id) if t["name"] == task.name)
@@ -267,7 +267,6 @@ class Coordinator:
         return "finished", f"{converged} of {total} loop(s) converged"
 
     def _finish(self, view: FleetView, status: str, detail: str) -> FleetView:
-        from loope.records.model import now_iso
 
         for task in view.tasks:
             if task.status == "pending":
@@ -294,7 +293,6 @@ def _shared_budget(spec: Any, view: FleetView) -> dict[str, Any]:
 
 
 def exit_code(view: FleetView) -> int:
-    from loope.errors import EXIT_FAILED, EXIT_OK
 
     return EXIT_OK if view.status == "converged" else EXIT_FAILED
 
@@ -306,7 +304,7 @@ def resume_dead(store: FleetStore, fleet_id: str) -> list[str]:
     taken by anyone else in between; a run someone else took up meanwhile is left to them.
     """
     from loope.control import hand_over
-    from loope.engine.state import RunnerLock
+    from loope.engine.run import RunnerLock
     from loope.runners import LOCK_FILE
 
     restarted: list[str] = []

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from loope.errors import LoopeError
+from loope.proc import run_process
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _FLEET_KEYS = {"jobs", "max_cost", "max_time", "temporal", "remote", "namespace", "task_queue"}
@@ -141,7 +142,6 @@ def _task(path: Path, index: int, entry: dict[str, Any], defaults: dict[str, Any
 
 def _clone(home: Path, name: str, url: Any, where: str) -> Path:
     """A task's ``repo``, cloned once under ``<home>/.loope/fleet-repos/<name>`` (its runs work there)."""
-    from loope.proc import run_process
     from loope.workspace.git import safe_command, safe_env
 
     if not isinstance(url, str) or not url.strip():

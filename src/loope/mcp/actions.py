@@ -150,7 +150,7 @@ def _agent_state(full: dict[str, Any], *, running: bool) -> dict[str, Any]:
     work in flight. Once the loop finished, its status is the truth and the frontmatter is left
     out; a blocked agent's notes still say why it stopped. An untouched template says nothing.
     """
-    from loope.records.state import section
+    from loope.records.state_file import section
 
     front = full["frontmatter"]
     text = full["state_excerpt"]

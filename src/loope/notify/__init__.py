@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from loope.errors import LoopeError
+from loope.notify.delivery import Drain, Queued
+from loope.notify.slack import API_URL_ENV, TOKEN_ENV
 
 if TYPE_CHECKING:
     from loope.events import Observer
@@ -54,7 +56,6 @@ def parse_specs(specs: list[str]) -> list[NotifySpec]:
 
 
 def _check_slack(text: str, channel: str) -> None:
-    from loope.notify.slack import API_URL_ENV, TOKEN_ENV
 
     if any(c.isspace() for c in channel):
         raise LoopeError(f"--notify {text!r}: a Slack channel is a name like #loops or an id like C0123456789")
@@ -86,8 +87,6 @@ def build_notifiers(specs: list[str], *, store: Store) -> list[Observer]:
 
     ``store`` keeps the Slack message's id so a resumed run edits the same message.
     """
-    from loope.notify.delivery import Drain, Queued
-
     queued: list[Queued] = []  # deliver on a worker thread
     direct: list[Observer] = []  # run on the engine's thread
     for parsed in parse_specs(specs):

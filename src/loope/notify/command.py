@@ -7,6 +7,7 @@ from pathlib import Path
 
 from loope.events import Event, RunFinished, RunStarted
 from loope.notify.delivery import NotifyLog
+from loope.proc import run_process
 
 TIMEOUT_S = 60.0
 OUTPUT_LOG = "notify-cmd.log"
@@ -36,7 +37,6 @@ class CommandNotifier:
             self._run(event)
 
     def _run(self, event: RunFinished) -> None:
-        from loope.proc import run_process
 
         assert self.run_dir is not None
         env = {

@@ -10,14 +10,15 @@ runs on the notifier's worker thread; problems go to ``notify.log`` and never re
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from loope.events import Event, IterationFinished, RunFinished, RunStarted
 from loope.notify import slack_text as fmt
 from loope.notify.delivery import NotifyLog, Worker
-from loope.records import state as state_file
+from loope.records import state_file
 from loope.records.model import Totals
 from loope.records.rundir import STATE_COPY
 
@@ -52,7 +53,6 @@ BENIGN = {"already_reacted", "no_reaction"}
 
 def web_client(token: str, *, log: NotifyLog | None = None) -> WebClient:
     """A WebClient for ``token`` on ``$LOOPE_SLACK_API_URL`` (or Slack), with bounded retries."""
-    import os
 
     from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, ServerErrorRetryHandler
     from slack_sdk.web import WebClient
@@ -324,7 +324,7 @@ class SlackNotifier:
         data = response.data if isinstance(response.data, dict) else {}
         error = str(data.get("error") or "")
         if error in BENIGN:
-            return response  # type: ignore[no-any-return]
+            return cast("SlackResponse", response)  # the SDK's responses are untyped (Any) where they arrive
         if error in FATAL:
             self.disabled = True
             self.log.write(f"{method} failed: {error} ({FATAL[error]}); no more Slack messages for this run")

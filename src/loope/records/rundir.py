@@ -10,16 +10,29 @@ from typing import TYPE_CHECKING, Any
 
 from loope.errors import LoopeError, clip
 from loope.records import runfile
+from loope.records.atomic import write_text
 
 if TYPE_CHECKING:
     from loope.records.model import RunRecord
     from loope.spec import LoopSpec
 
-RUNS = Path(".loope") / "runs"
+LOOPE_DIR = ".loope"
+RUNS = Path(LOOPE_DIR) / "runs"
 STATE_COPY = "state.md"
 """The agent's state file, copied into the run dir when the run's worktree is removed."""
+_IGNORE_ALL = "# loope's own files: never part of your repository\n*\n"
 _WORD = re.compile(r"[a-z0-9]+")
 _ID = re.compile(r"^(\d{4,})-")
+
+
+def ensure_loope_dir(root: Path) -> Path:
+    """``root/.loope``, created with a .gitignore that keeps it out of git without the user's help."""
+    path = root / LOOPE_DIR
+    path.mkdir(parents=True, exist_ok=True)
+    ignore = path / ".gitignore"
+    if not ignore.exists():
+        write_text(ignore, _IGNORE_ALL)
+    return path
 
 
 class RunFileError(LoopeError, ValueError):
@@ -119,8 +132,6 @@ class RunDir:
     @classmethod
     def allocate(cls, workdir: Path, goal: str) -> RunDir:
         """Create the next ``NNNN-slug`` run directory (safe against concurrent runs)."""
-        from loope.workspace.loopedir import ensure_loope_dir
-
         ensure_loope_dir(workdir)
         runs = workdir / RUNS
         runs.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ import sys
 from typing import Any, TextIO
 
 from loope.fleet.pool import FleetView, TaskView
+from loope.ui.terminal import fancy_output
 
 
 def task_line(task: TaskView) -> str:
@@ -106,7 +107,6 @@ class LiveFleetView:
 
 
 def fleet_display(*, json_: bool, plain: bool) -> Any:
-    from loope.cli.options import fancy_output
 
     if json_:
         return JsonFleetView()

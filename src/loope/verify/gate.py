@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import os
 import threading
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from loope.engine.feedback import MAX_FAILURES, GateReport, tail
 from loope.proc import ProcResult, run_process
+from loope.records.atomic import append_line
 from loope.sandbox import UNSANDBOXED, RunSandbox
+from loope.verify.failures import parse_failures
+from loope.verify.report import MAX_FAILURES, GateReport, tail
 
 OUTPUT_SCAN_BYTES = 1_000_000
 COUNT_LIMIT = 100_000  # failures parsed to count them when the runner printed no summary
+PARSE_ERRORS = "parse-errors.log"
+"""In the gate step's directory: the traceback of a failure parser that broke on its output."""
 
 
 def check_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -110,16 +115,20 @@ def run_gate(
     sandbox: RunSandbox = UNSANDBOXED,
 ) -> GateResult:
     """Run the gate once; pass/fail with the failing checks parsed from its output."""
-    from loope.verify.failures import parse_failures
     from loope.verify.summary import runner_summary
 
     proc = run_shell(command, cwd=cwd, log=log, timeout=timeout, cancel=cancel, env=env, sandbox=sandbox)
     output = read_output(log)
     if proc.start_error:
         output = proc.start_error
+
+    def dropped(runner: str, exc: Exception) -> None:
+        trace = "".join(traceback.format_exception(exc))
+        append_line(log.parent / PARSE_ERRORS, f"the {runner} output parser failed and was skipped:\n{trace}")
+
     if proc.ok:
         return GateResult(command, proc, output, ())
-    parsed = parse_failures(output, limit=COUNT_LIMIT)
+    parsed = parse_failures(output, limit=COUNT_LIMIT, on_error=dropped)
     failures = tuple((f.test, f.message) for f in parsed[:MAX_FAILURES])
     summary = runner_summary(output)
     failing = summary.failing if summary else len(parsed)

@@ -10,22 +10,27 @@ from __future__ import annotations
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loope.records.atomic import write_bytes
 from loope.records.model import FileChange
+from loope.records.rundir import LOOPE_DIR
 from loope.records.sealed import SealedLog
 from loope.workspace import runner_config, safefs
 from loope.workspace.commands import files_and_shadows, shadowed_module
 from loope.workspace.gitdirs import watched_git_dirs
 from loope.workspace.rundir_guard import RunDirGuard
-from loope.workspace.workspace import LOOPE_DIR, Workspace
+from loope.workspace.workspace import Workspace
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 ALWAYS_PROTECTED = ("loope.toml",)
 _RUNNER_LOOPE_PARTS = frozenset({"runs", "loope.db", "loope.db-wal", "loope.db-shm"})
 
 
-def _spec(patterns: Iterable[str]) -> object:
-    import pathspec
+def _spec(patterns: Iterable[str]) -> GitIgnoreSpec:
+    import pathspec  # only runs that set globs pay for it
 
     return pathspec.GitIgnoreSpec.from_lines(list(patterns))
 
@@ -97,7 +102,7 @@ class Guard:
         """
         words = [Path(path).stem, *Path(path).parent.parts]
         for glob in self.editable_patterns:
-            if _spec([glob]).match_file(path) and any(w and w in glob for w in words):  # type: ignore[attr-defined]
+            if _spec([glob]).match_file(path) and any(w and w in glob for w in words):
                 return True
         return False
 
@@ -240,12 +245,12 @@ class Guard:
 
     def _rule(self, path: str) -> str | None:
         local = self._local(path)
-        if local is not None and self._runner.match_file(local):  # type: ignore[attr-defined]
+        if local is not None and self._runner.match_file(local):
             return f"{path} configures the test runner and is protected"
-        if local is not None and self._protect.match_file(local):  # type: ignore[attr-defined]
+        if local is not None and self._protect.match_file(local):
             return f"{path} is protected"
         editable = self._editable
-        if editable is not None and (local is None or not editable.match_file(local)):  # type: ignore[attr-defined]
+        if editable is not None and (local is None or not editable.match_file(local)):
             return f"{path} is outside the editable paths ({', '.join(self.editable_patterns)})"
         return None
 
@@ -331,6 +336,6 @@ class Guard:
         unmatched = []
         for pattern in [*self.editable_patterns, *self._user_protect]:
             spec = _spec([pattern])
-            if not any(spec.match_file(p) for p in listed):  # type: ignore[attr-defined]
+            if not any(spec.match_file(p) for p in listed):
                 unmatched.append(pattern)
         return unmatched

@@ -1,27 +1,16 @@
 """``.loope/``: loope's own directory in a project, kept out of git without the user's help.
 
-A module of its own, light to import: every command that reads runs needs it, and none of them
-should pay for the workspace machinery.
+The names live with the run directory (``records/rundir.py``), below the workspace; they are
+re-exported here for the modules that import them from the workspace side.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from loope.records.atomic import write_text
+from loope.records.rundir import LOOPE_DIR, ensure_loope_dir
 
-LOOPE_DIR = ".loope"
-_IGNORE_ALL = "# loope's own files: never part of your repository\n*\n"
-
-
-def ensure_loope_dir(root: Path) -> Path:
-    """``root/.loope``, created with a .gitignore that keeps it out of git without the user's help."""
-    path = root / LOOPE_DIR
-    path.mkdir(parents=True, exist_ok=True)
-    ignore = path / ".gitignore"
-    if not ignore.exists():
-        write_text(ignore, _IGNORE_ALL)
-    return path
+__all__ = ["LOOPE_DIR", "ensure_loope_dir", "outside_view"]
 
 
 def outside_view(path: Path) -> Path:

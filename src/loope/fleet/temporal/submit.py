@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loope.engine.state import RunnerLock
+from loope.engine.run import RunnerLock
 from loope.errors import LoopeError
 from loope.fleet import transport
 from loope.fleet.orders import LoopOrder, LoopStatus

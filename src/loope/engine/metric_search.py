@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loope.engine import decide as decisions
-from loope.engine.state import Halt, RunState
+from loope.engine.run import Halt, RunState
 from loope.engine.steps import StepRunner
 from loope.enums import StopReason
 from loope.events import AttemptScored, BaselineMeasured

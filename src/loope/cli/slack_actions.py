@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loope.control import request_stop
 from loope.errors import LoopeError
 from loope.notify.slack_text import STOP_ACTION, excerpt
+from loope.records.rundir import RUNS
 
 if TYPE_CHECKING:
     from slack_sdk.web import WebClient
@@ -58,8 +61,6 @@ def handle_action(payload: Mapping[str, Any], *, workdir: Path) -> Reply | None:
 
 
 def _stop(value: Any, workdir: Path, who: str) -> tuple[str, str | None]:
-    from loope.control import request_stop
-    from loope.records.rundir import RUNS
 
     try:
         target = json.loads(value) if isinstance(value, str) else None
@@ -103,7 +104,6 @@ def post_reply(web: WebClient, reply: Reply) -> None:
 
 def listen(workdir: Path, *, app_token: str, web: WebClient, report: Callable[[str], None]) -> None:
     """Answer Stop buttons over Socket Mode until Ctrl-C: ack, stop the run, confirm in the thread."""
-    import threading
 
     from slack_sdk.errors import SlackApiError, SlackClientError
     from slack_sdk.socket_mode import SocketModeClient

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -151,9 +153,6 @@ class RunnerLock:
         return self._fd
 
     def acquire(self) -> bool:
-        import fcntl
-        import os
-        import time
 
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         # A command asking whether the run is alive takes a shared lock for an instant: try a few
@@ -176,9 +175,6 @@ class RunnerLock:
 
         False when ``fd`` is not this run's lock file, or another process holds the lock.
         """
-        import fcntl
-        import os
-
         try:
             mine, named = os.fstat(fd), os.stat(self.path)
         except OSError:
@@ -196,15 +192,12 @@ class RunnerLock:
 
     def write_pid(self, pid: int) -> None:
         """Name ``pid`` as the holder (at offset 0: a parent and the child it passed the file to share one offset)."""
-        import os
-
         assert self._fd is not None
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, f"{pid}\n".encode(), 0)
 
     def release(self) -> None:
         """Close the file; the lock goes with the last descriptor of it (a child it was passed to keeps it)."""
-        import os
 
         if self._fd is not None:
             os.close(self._fd)
