@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from loope.agents.setback import parse_reset
 from loope.errors import LoopeError
-from loope.proc import spawn_detached
+from loope.records import state_file
 from loope.records.model import now_iso
 from loope.records.rundir import RUNS, RunDir
+from loope.spawn import spawn_detached
 from loope.text import local_clock
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ def open_store(workdir: Path) -> Any:
 
 def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     """What ``status`` reports about one run: the record, the runner, the state file."""
-    from loope.records import state_file
     from loope.records.rundir import RUNS, RunDir
     from loope.ui.model import activity, read_view
 

@@ -4,7 +4,7 @@ Each process runs in its own process group (a new session), so a timeout, a stop
 kills everything it started. Output is read in chunks and streamed to files while only a bounded
 tail is kept in memory; callbacks get lines (or blocks of lines), decoded as UTF-8 with
 replacement. Failures come back as data, never as exceptions.
-:func:`spawn_detached` is the one place that starts a process meant to outlive loope.
+:mod:`loope.spawn` starts the two kinds of process this supervision does not fit.
 """
 
 from __future__ import annotations
@@ -16,18 +16,12 @@ import signal
 import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, Protocol
 
-if TYPE_CHECKING:
-    import asyncio
-
-from loope.errors import LoopeError
-
-LineCallback = Callable[[str], None]
+from loope.streams import BlockCallback, LineCallback, Stream
 
 
 class Confinement(Protocol):
@@ -107,152 +101,6 @@ class ProcResult:
         return f"exit code {self.exit_code}"
 
 
-CHUNK_BYTES = 1 << 16
-"""How much is read from a pipe at once (a pipe holds 64 KiB): the file is written and flushed per chunk."""
-LINE_LIMIT = 1 << 20
-"""The longest line handed to a callback; the rest of a longer line is dropped (the file keeps it all)."""
-TAIL_BYTES = 1 << 16
-TAIL_LINES = 200
-_TAIL_LINE_CHARS = 4000
-
-BlockCallback = Callable[[bytes], None]
-
-
-class LineSplitter:
-    """Cuts a stream of chunks into lines in memory, no line longer than ``limit`` bytes."""
-
-    def __init__(self, limit: int = LINE_LIMIT) -> None:
-        self.limit = limit
-        self._partial = bytearray()
-
-    def feed(self, chunk: bytes) -> bytes:
-        """The complete lines ``chunk`` finishes, as one block of newline-ended lines (maybe empty)."""
-        end = chunk.rfind(b"\n")
-        if end < 0:
-            self._keep(chunk)
-            return b""
-        first = chunk.find(b"\n")
-        head = b""
-        if self._partial:
-            self._keep(chunk[:first])
-            head, rest = bytes(self._partial) + b"\n", chunk[first + 1 : end + 1]
-            self._partial.clear()
-        else:
-            rest = chunk if end == len(chunk) - 1 else chunk[: end + 1]
-        self._keep(chunk[end + 1 :])
-        if len(rest) > self.limit:  # only a chunk larger than the limit can hold a line longer than it
-            rest = b"".join(line[: self.limit] + b"\n" for line in rest.split(b"\n")[:-1])
-        return head + rest
-
-    def _keep(self, piece: bytes) -> None:
-        room = self.limit - len(self._partial)
-        self._partial += piece[: max(room, 0)]
-
-    def rest(self) -> bytes:
-        """The last line, when the stream ended without a newline."""
-        line, self._partial = bytes(self._partial), bytearray()
-        return line + b"\n" if line else b""
-
-
-def split_lines(block: bytes) -> list[str]:
-    """A block of newline-ended lines as text lines (UTF-8 with replacement, ``\\r`` dropped)."""
-    return [line.rstrip("\r") for line in block.decode("utf-8", "replace").split("\n")[:-1]]
-
-
-@dataclass
-class _Stream:
-    """Drains one pipe: to a file, to a callback, and into a bounded tail.
-
-    Output is read in chunks: each chunk is written (and flushed) to the file, then cut into lines
-    in memory for the callbacks; only the last ``TAIL_BYTES`` stay in memory. The drain thread can
-    outlive ``run_process`` (a grandchild that left the group holds the pipe), so what the caller
-    reads is copied under ``lock``, and ``detach`` stops every use of the sink and the callback
-    before the caller closes the file.
-    """
-
-    pipe: IO[bytes]
-    sink: IO[bytes] | None
-    on_line: LineCallback | None
-    capture: bool
-    on_block: BlockCallback | None = None
-    tail: deque[bytes] = field(default_factory=deque)
-    tail_size: int = 0
-    tail_cut: bool = False
-    chunks: list[bytes] = field(default_factory=list)
-    callback_error: BaseException | None = None
-    sink_error: str | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    detached: bool = False
-    splitter: LineSplitter = field(default_factory=LineSplitter)
-
-    def drain(self) -> None:
-        fd = self.pipe.fileno()
-        try:
-            while chunk := os.read(fd, CHUNK_BYTES):
-                self._take(chunk)
-            self._take(b"", last=True)
-        finally:
-            self.pipe.close()
-
-    def _take(self, chunk: bytes, *, last: bool = False) -> None:
-        with self.lock:
-            if self.detached:
-                return  # read on, so the writer never blocks, but keep nothing
-            if chunk:
-                self._write(chunk)
-                if self.capture:
-                    self.chunks.append(chunk)
-                self.tail.append(chunk)
-                self.tail_size += len(chunk)
-                while self.tail_size - len(self.tail[0]) >= TAIL_BYTES:
-                    self.tail_size -= len(self.tail.popleft())
-                    self.tail_cut = True
-            wanted = self.callback_error is None and (self.on_line is not None or self.on_block is not None)
-            block = (self.splitter.rest() if last else self.splitter.feed(chunk)) if wanted else b""
-        if block:
-            self._deliver(block)
-
-    def _deliver(self, block: bytes) -> None:
-        try:
-            if self.on_block is not None:
-                self.on_block(block)
-            if self.on_line is not None:
-                for line in split_lines(block):
-                    self.on_line(line)
-        except BaseException as exc:  # noqa: BLE001 - re-raised by run_process once the pipe is drained
-            self.callback_error = exc
-
-    def _write(self, raw: bytes) -> None:
-        if self.sink is None:
-            return
-        try:
-            self.sink.write(raw)
-            self.sink.flush()
-        except OSError as exc:
-            self.sink_error = f"could not write {self.sink.name}: {exc.strerror or exc}; the rest was not saved"
-            self.sink = None  # the pipe is still drained: a full disk must not block the process
-
-    def tail_text(self) -> str:
-        with self.lock:
-            raw, cut = b"".join(self.tail)[-TAIL_BYTES:], self.tail_cut or self.tail_size > TAIL_BYTES
-        lines = [line.rstrip("\r") for line in raw.decode("utf-8", "replace").split("\n")]
-        if cut:
-            lines = lines[1:]  # the first line starts somewhere in the middle
-        if lines and not lines[-1]:
-            lines.pop()
-        return "\n".join(line[:_TAIL_LINE_CHARS] for line in lines[-TAIL_LINES:])
-
-    def captured(self) -> bytes:
-        with self.lock:
-            return b"".join(self.chunks)
-
-    def detach(self) -> None:
-        """No more writes to the sink, no more callbacks (the caller is about to close the file)."""
-        with self.lock:
-            self.detached = True
-            self.sink = None
-
-
 def kill_group(pgid: int) -> None:
     """SIGKILL a whole process group (one left behind by a runner that died)."""
     _signal_group(pgid, signal.SIGKILL)
@@ -320,7 +168,7 @@ def run_process(
     argv_t = tuple(argv)
     started = time.monotonic()
     opened: list[IO[bytes]] = []
-    streams: list[_Stream] = []
+    streams: list[Stream] = []
     try:
         out_sink = _open_sink(stdout_path, opened)
         err_sink = _open_sink(stderr_path, opened)
@@ -331,9 +179,9 @@ def run_process(
         if isinstance(proc, ProcResult):
             return replace(proc, argv=argv_t)
         assert proc.stdout is not None
-        streams.append(_Stream(proc.stdout, out_sink, on_stdout_line, capture, on_stdout_block))
+        streams.append(Stream(proc.stdout, out_sink, on_stdout_line, capture, on_stdout_block))
         if proc.stderr is not None:
-            streams.append(_Stream(proc.stderr, err_sink, on_stderr_line, False))
+            streams.append(Stream(proc.stderr, err_sink, on_stderr_line, False))
         data = stdin.encode() if isinstance(stdin, str) else stdin
         timed_out, cancelled = _supervise(
             proc,
@@ -362,7 +210,7 @@ def run_process(
 
 def _supervise(
     proc: subprocess.Popen[bytes],
-    streams: list[_Stream],
+    streams: list[Stream],
     *,
     data: bytes | None,
     on_spawn: Callable[[int], None] | None,
@@ -401,7 +249,7 @@ def _result(
     argv: tuple[str, ...],
     proc: subprocess.Popen[bytes],
     started: float,
-    streams: list[_Stream],
+    streams: list[Stream],
     *,
     capture: bool,
     timed_out: bool,
@@ -441,10 +289,10 @@ def _start(
             start_new_session=True,
         )
     except OSError as exc:
-        return ProcResult(argv, None, 0.0, start_error=_start_error(argv, cwd, exc))
+        return ProcResult(argv, None, 0.0, start_error=start_error(argv, cwd, exc))
 
 
-def _start_error(argv: tuple[str, ...], cwd: Path | str, exc: OSError) -> str:
+def start_error(argv: tuple[str, ...], cwd: Path | str, exc: OSError) -> str:
     """Why ``argv`` could not start, on one line."""
     if isinstance(exc, FileNotFoundError):
         if not Path(cwd).is_dir():  # Popen reports a missing working directory the same way
@@ -456,64 +304,6 @@ def _start_error(argv: tuple[str, ...], cwd: Path | str, exc: OSError) -> str:
         return f"not a directory: {cwd}"
     # E2BIG (the arguments are too long), ENOEXEC (not a program), EMFILE, ENOMEM, ...
     return f"cannot run {argv[0]}: {exc.strerror or exc}"
-
-
-async def spawn_piped(
-    argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str] | None, stderr_path: Path
-) -> asyncio.subprocess.Process | str:
-    """Start ``argv`` for a conversation over its stdin and stdout (ACP agents); or why it cannot start.
-
-    Its own process group, as for :func:`run_process` (the caller kills the group with
-    :func:`kill_group` when it is done); stderr goes to ``stderr_path``; the pipes carry
-    newline-delimited JSON-RPC, so a line may be long (the stream limit is 64 MiB).
-    """
-    import asyncio
-
-    argv_t = tuple(argv)
-    try:
-        with stderr_path.open("ab") as stderr:
-            return await asyncio.create_subprocess_exec(
-                *argv_t,
-                cwd=cwd,
-                env=dict(env) if env is not None else None,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=stderr,
-                start_new_session=True,
-                limit=64 * 1024 * 1024,
-            )
-    except OSError as exc:
-        return _start_error(argv_t, cwd, exc)
-
-
-def spawn_detached(argv: Sequence[str], *, cwd: Path | str, log_path: Path, pass_fds: Sequence[int] = ()) -> int:
-    """Start ``argv`` to outlive loope; its pid.
-
-    The one place loope starts such a process: a new session (so the terminal's Ctrl-C and hangup
-    do not reach it), stdin from /dev/null, stdout and stderr appended to ``log_path``, no open
-    file of ours but ``pass_fds``. A LoopeError (one line) when it cannot start.
-    """
-    argv_t = tuple(argv)
-    try:
-        log = log_path.open("ab")
-    except OSError as exc:
-        raise LoopeError(f"cannot open {log_path} for {argv_t[0]}'s output: {exc.strerror or exc}") from None
-    try:
-        proc = subprocess.Popen(
-            argv_t,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            pass_fds=tuple(pass_fds),
-        )
-    except OSError as exc:
-        raise LoopeError(f"cannot start a background process: {_start_error(argv_t, cwd, exc)}") from None
-    finally:
-        log.close()
-    # Nobody waits for it here: subprocess reaps it on a later Popen, runners.runner_alive when asked.
-    return proc.pid
 
 
 def _open_sink(path: Path | None, opened: list[IO[bytes]]) -> IO[bytes] | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loope.agents.message import MessageText, bounded
-from loope.proc import LineSplitter, split_lines
+from loope.streams import LineSplitter, split_lines
 
 
 def test_lines_split_across_chunks_come_out_whole_and_in_order() -> None:

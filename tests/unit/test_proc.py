@@ -14,7 +14,8 @@ import pytest
 
 from loope import proc
 from loope.errors import LoopeError
-from loope.proc import run_process, spawn_detached
+from loope.proc import run_process
+from loope.spawn import spawn_detached
 from tests.conftest import alive_in_group, gone
 
 PY = sys.executable

@@ -21,8 +21,9 @@ from loope.agents.failure import explain
 from loope.agents.message import MessageText, bounded
 from loope.agents.pricing import estimate
 from loope.agents.setback import Setback, from_text
-from loope.proc import ProcResult, run_process, split_lines
+from loope.proc import ProcResult, run_process
 from loope.records.atomic import write_text
+from loope.streams import split_lines
 from loope.text import last_line
 
 _ENV_SAFE = re.compile(r"[^A-Z0-9]+")

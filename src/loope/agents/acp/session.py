@@ -12,8 +12,8 @@ from typing import IO, Any, cast
 
 from loope.agents.acp.client import LoopeClient
 from loope.agents.base import AgentRequest
-from loope.proc import spawn_piped
 from loope.proctree import kill_tree
+from loope.spawn import spawn_piped
 
 CANCEL_GRACE_S = 5.0
 """How long an agent has to end its turn after ``session/cancel`` before its process group is killed."""
