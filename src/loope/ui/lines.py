@@ -12,23 +12,12 @@ from typing import Any
 from loope.records.report import files_text
 from loope.ui.model import RETRY_TYPES, Gate, RunView, sparkline
 
-ICONS = {"edit": "✎", "write": "✎", "read": "◦", "command": "▸", "search": "⌕", "other": "·"}
 INDENT = "     "
 SCREENFUL = 20
 """Files named in a line of the live view or the summary; the rest are counted."""
 SHOWN_FAILURES = 3
 SHOWN_OUTPUT = 5
 SHOWN_FINDINGS = 3
-
-
-def action_text(event: dict[str, Any]) -> str | None:
-    """``✎ edit src/x.py``, ``▸ run pytest -q``; None for events the view does not show."""
-    if event.get("kind") != "action":
-        return None
-    action = event.get("action", "other")
-    verb = "run" if action == "command" else action
-    target = event.get("target") or ""
-    return f"{ICONS.get(action, '·')} {verb} {target}".rstrip()
 
 
 def duration(seconds: float) -> str:

@@ -20,8 +20,8 @@ from rich.text import Text
 
 from loope.ui.base import View
 from loope.ui.follow import CHECK_ADAPTERS, check_log, tail_lines
-from loope.ui.lines import action_text, describe, duration, progress_text, summary_lines, wait_text
-from loope.ui.model import now
+from loope.ui.lines import describe, duration, progress_text, summary_lines, wait_text
+from loope.ui.model import action_text, now
 
 _STYLES = {"ok": "green", "passed": "green", "failed": "red", "BLOCK": "yellow", "PASS": "green", "kept": "green"}
 BAR = 10

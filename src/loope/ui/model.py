@@ -209,8 +209,6 @@ def _step_started(view: RunView, e: dict[str, Any], ts: float | None) -> None:
 
 
 def _agent_event(view: RunView, e: dict[str, Any], ts: float | None) -> None:
-    from loope.ui.lines import action_text
-
     step = view.running.get(int(e.get("step") or -1))
     inner = e.get("event") or {}
     if inner.get("kind") == "usage":
@@ -351,3 +349,16 @@ def activity(view: RunView) -> dict[str, Any]:
         else {"passed": gate.passed, "failing": gate.failing, "previous_failing": gate.previous_failing},
         "elapsed_s": round(view.elapsed(), 1),
     }
+
+
+ICONS = {"edit": "✎", "write": "✎", "read": "◦", "command": "▸", "search": "⌕", "other": "·"}
+
+
+def action_text(event: dict[str, Any]) -> str | None:
+    """``✎ edit src/x.py``, ``▸ run pytest -q``; None for events the view does not show."""
+    if event.get("kind") != "action":
+        return None
+    action = event.get("action", "other")
+    verb = "run" if action == "command" else action
+    target = event.get("target") or ""
+    return f"{ICONS.get(action, '·')} {verb} {target}".rstrip()

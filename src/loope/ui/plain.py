@@ -9,7 +9,8 @@ from typing import Any, TextIO
 
 from loope.events import Event
 from loope.ui.base import View
-from loope.ui.lines import INDENT, action_text, describe, summary_lines
+from loope.ui.lines import INDENT, describe, summary_lines
+from loope.ui.model import action_text
 
 MESSAGE_CHARS = 160
 
