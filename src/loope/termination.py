@@ -29,6 +29,11 @@ class Terminated(KeyboardInterrupt):
         return 128 + self.signum
 
 
+def interrupt_detail(exc: KeyboardInterrupt) -> str:
+    """The run's stop detail after Ctrl-C or a signal."""
+    return f"stopped by {exc.name}" if isinstance(exc, Terminated) else "interrupted with Ctrl-C"
+
+
 @contextlib.contextmanager
 def terminated_as_interrupt() -> Iterator[None]:
     """While inside, SIGTERM and SIGHUP raise :class:`Terminated` (once: a second one is ignored).

@@ -29,7 +29,7 @@ from loope.engine.segments import MoreBudget, reopen_state
 from loope.engine.steps import AgentStep, StepRunner, verdicts_of
 from loope.enums import Role, StepKind, StopReason
 from loope.errors import LoopeError
-from loope.events import Critique, Decision, IterationFinished, IterationStarted, ReviewFinished
+from loope.events import Critique, IterationFinished, IterationStarted, ReviewFinished
 from loope.records import ledger, state_file
 from loope.records.anchor import RunDirAnchor
 from loope.records.model import RunRecord, json_safe
@@ -37,7 +37,7 @@ from loope.records.rundir import RunDir
 from loope.records.space import Reserve, failure_detail
 from loope.sandbox import choose
 from loope.spec import LoopSpec
-from loope.termination import Terminated, terminated_as_interrupt
+from loope.termination import interrupt_detail, terminated_as_interrupt
 from loope.verify.report import GateReport
 from loope.verify.success import success_env
 from loope.workspace import safefs
@@ -130,9 +130,7 @@ class Engine:
             self.control.watch(rundir.run_id, run.cancel)
         self.guard = setup.guard_for(run)
         self.guard.logs.append(events.log)
-        run.sandbox = run_sandbox(
-            self.spec, self.sandbox, workspace=workspace, rundir=rundir, state_file=state, guard=self.guard
-        )
+        run.sandbox = run_sandbox(run, self.sandbox, self.guard)
         self.steps = StepRunner(run, self.guard)
         self.metric = MetricSearch(run, self.steps, self.guard)
         self.contract = setup.read_contract(rundir)
@@ -167,8 +165,7 @@ class Engine:
         except KeyboardInterrupt as exc:
             run.cancel.set()
             self.interrupted = exc
-            detail = f"stopped by {exc.name}" if isinstance(exc, Terminated) else "interrupted with Ctrl-C"
-            reason = StopReason.STOPPED
+            reason, detail = StopReason.STOPPED, interrupt_detail(exc)
         except LoopeError as exc:
             reason, detail = StopReason.FAILED, str(exc)
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure; the traceback is kept in error.log
@@ -227,9 +224,7 @@ class Engine:
         return gate.report()
 
     def _review(self, n: int, context: PromptContext, gate: GateReport | None) -> list[AgentStep]:
-        agents: list[tuple[Agent, Role]] = [(a, Role.REVIEWER) for a in self.agents.reviewers]
-        if self.agents.verifier is not None:
-            agents.append((self.agents.verifier, Role.VERIFIER))
+        agents = self.agents.reviewing()
         if not agents:
             return []
         self.run_state.precheck()
@@ -240,7 +235,6 @@ class Engine:
         return steps
 
     def _success(self, n: int) -> GateReport:
-
         run, command = self.run_state, self.spec.success_cmd
         assert command is not None
         self.run_state.precheck()
@@ -266,10 +260,7 @@ class Engine:
         run, spec, n = self.run_state, self.spec, results.iteration
         ledger.note(run.loop, n, decision.verdict, results.implementer.result.message)
         self.guard.append_sealed(run.rundir / "ledger.jsonl", ledger.line(results.ledger_entry(run, decision)))
-        blockers = len(results.blockers())
-        self.bus.emit(
-            Decision(iteration=n, stop=decision.stop, verdict=decision.verdict, why=decision.why, blockers=blockers)
-        )
+        self.bus.emit(results.decision_event(decision))
         if decision.stop is None and spec.critic and spec.checkpoint_every and n % spec.checkpoint_every == 0:
             self._critique(n)
         run.record.completed = n

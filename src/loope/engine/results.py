@@ -8,6 +8,7 @@ from loope.engine.decide import IterationDecision, Outcome
 from loope.engine.feedback import Findings, failure_signature
 from loope.engine.run import RunState
 from loope.engine.steps import AgentStep
+from loope.events import Decision
 from loope.records import ledger
 from loope.records.state_file import State
 from loope.verify.metric import Measurement
@@ -64,6 +65,15 @@ class IterationResults:
             score=self.score,
             best=run.record.best_score,
             metric_problem=self.measured.error if self.measured else None,
+        )
+
+    def decision_event(self, decision: IterationDecision) -> Decision:
+        return Decision(
+            iteration=self.iteration,
+            stop=decision.stop,
+            verdict=decision.verdict,
+            why=decision.why,
+            blockers=len(self.blockers()),
         )
 
     def ledger_entry(self, run: RunState, decision: IterationDecision) -> ledger.Attempt:

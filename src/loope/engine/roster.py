@@ -9,6 +9,7 @@ from typing import Protocol
 
 from loope.agents import registry
 from loope.agents.base import Agent
+from loope.enums import Role
 from loope.errors import LoopeError
 from loope.events import Observer
 from loope.records.model import RunRecord
@@ -58,6 +59,11 @@ class Agents:
     def all(self) -> list[Agent]:
         extra = [a for a in (self.designer, self.verifier, self.critic) if a is not None]
         return [self.implementer, *self.reviewers, *extra]
+
+    def reviewing(self) -> list[tuple[Agent, Role]]:
+        """The agents that read an iteration's work once its gate passed: the reviewers, then the agent verifier."""
+        agents = [(a, Role.REVIEWER) for a in self.reviewers]
+        return agents + ([(self.verifier, Role.VERIFIER)] if self.verifier is not None else [])
 
     def cost_blind(self) -> list[str]:
         """The agents whose CLI reports no cost loope can count (amp, kiro)."""
