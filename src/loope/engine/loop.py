@@ -1,8 +1,7 @@
 """The engine: the only place that decides. It runs a LoopSpec and reports through events.
 
-A run reads top to bottom: :meth:`Engine.run` prepares it, :meth:`Engine.drive` runs the
-iterations and always finalizes; each iteration is implement (then guard) → gate → metric →
-review → decide → record.
+A run reads top to bottom: :meth:`Engine.run` prepares it, :meth:`Engine.drive` runs the iterations and
+always finalizes; each iteration is implement (then guard) → gate → metric → review → decide → record.
 """
 
 from __future__ import annotations
@@ -95,11 +94,8 @@ class Engine:
     ) -> Engine:
         """Pick up a run after its last completed iteration; ``services`` wires it from its saved spec.
 
-        The cut-short iteration's changes are discarded and its steps set aside under
-        ``agents/discarded/``. With ``more`` (``loope continue``) a finished run goes on with those
-        budgets added; ``on_locked`` runs once the run's lock is held, before anything watches it.
-        ``lock_fd`` is the run's lock, held and passed on by the process that prepared the run
-        (``run --detach``).
+        The cut-short iteration is set aside (``agents/discarded/``); with ``more`` (``loope continue``) a
+        finished run goes on with those budgets added. ``on_locked``, ``lock_fd``: see ``setup.lock_to_resume``.
         """
         spec = rundir.saved_spec()
         engine = cls(spec, services(spec))
@@ -136,12 +132,9 @@ class Engine:
         self.contract = setup.read_contract(rundir)
         return run
 
+    @terminated_as_interrupt()  # SIGTERM and SIGHUP stop the run as Ctrl-C does
     def drive(self, *, first: int) -> RunRecord:
         """Iterate from ``first`` until something stops the loop; always finalizes the record."""
-        with terminated_as_interrupt():  # SIGTERM and SIGHUP stop the run as Ctrl-C does
-            return self._drive(first)
-
-    def _drive(self, first: int) -> RunRecord:
         run, spec = self.run_state, self.spec
         reason, detail = StopReason.FAILED, "the loop ended unexpectedly"
         try:

@@ -109,7 +109,8 @@ def lock_to_resume(
 
     Without ``more`` (``loope resume``), only a run whose runner died (still ``running``) may be
     picked up; the record is read again once the lock is held, since a runner that held it may have
-    moved the run on.
+    moved the run on. ``on_locked`` runs once the lock is held, before anything watches the run;
+    ``lock_fd`` is the lock, held and passed on by the process that prepared the run (``run --detach``).
     """
     if more is None:
         refuse_finished(rundir.record())
