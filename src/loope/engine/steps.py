@@ -8,13 +8,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict, TypeVar
+from typing import TypeVar
 
 from loope.agents.base import Agent, AgentEvent, AgentRequest, AgentResult, mode_for
 from loope.agents.verdict import Verdict, finding_lines, parse_verdict
 from loope.engine.cutshort import Tally, why_cut
 from loope.engine.retry import Attempts, limit_detail
 from loope.engine.run import Halt, RunState
+from loope.engine.step_fields import commit_message, finished_fields
 from loope.enums import Role, StepKind, StopReason
 from loope.events import (
     AgentActivity,
@@ -203,7 +204,7 @@ class StepRunner:
 
         with unless_disk_full():
             self.run.add_step(record)
-        self.run.bus.emit(AgentStepFinished(**_finished(record), verdict=None, verdict_inferred=False))
+        self.run.bus.emit(AgentStepFinished(**finished_fields(record), verdict=None, verdict_inferred=False))
 
     def _finish(self, step: AgentStep, violations: list[str]) -> None:
         record = step.record
@@ -216,7 +217,7 @@ class StepRunner:
         summary = next((line.strip() for line in step.result.message.splitlines() if line.strip()), "")
         self.run.bus.emit(
             AgentStepFinished(
-                **_finished(record, step.changes),
+                **finished_fields(record, step.changes),
                 verdict=record.verdict,
                 verdict_inferred=record.verdict_inferred,
                 summary=summary[:SUMMARY_CHARS],
@@ -350,7 +351,7 @@ class StepRunner:
         record.ok, record.error = result.proc.start_error is None, result.proc.start_error
         record.gate_passed, record.duration_s = result.passed, round(result.proc.duration_s, 3)
         self.run.add_step(record)
-        self.run.bus.emit(SuccessFinished(**_finished(record), passed=result.passed))
+        self.run.bus.emit(SuccessFinished(**finished_fields(record), passed=result.passed))
         return record, result
 
     def metric(self, iteration: int, command: str) -> Measurement:
@@ -371,52 +372,8 @@ class StepRunner:
         )
         record.error, record.score, record.duration_s = result.error, result.score, round(result.duration_s, 3)
         self.run.add_step(record)
-        self.run.bus.emit(MetricStepFinished(**_finished(record), score=result.score, runs=result.runs))
+        self.run.bus.emit(MetricStepFinished(**finished_fields(record), score=result.score, runs=result.runs))
         return result
-
-
-class _StepFields(TypedDict):
-    step: int
-    iteration: int
-    role: str
-    adapter: str
-    ok: bool
-    error: str | None
-    duration_s: float
-    cost_usd: float
-    input_tokens: int
-    output_tokens: int
-    files: list[FileChange]
-    violations: list[str]
-
-
-def _finished(record: StepRecord, changes: list[FileChange] | None = None) -> _StepFields:
-    """The fields every ``step_finished`` event shares, from the step's saved record."""
-    return {
-        "step": record.id,
-        "iteration": record.iteration,
-        "role": record.role,
-        "adapter": record.adapter,
-        "ok": record.ok,
-        "error": record.error,
-        "duration_s": record.duration_s,
-        "cost_usd": record.cost_usd,
-        "input_tokens": record.input_tokens,
-        "output_tokens": record.output_tokens,
-        "files": list(changes or []),
-        "violations": list(record.violations),
-    }
-
-
-def commit_message(text: str, fallback: str) -> str:
-    """A commit message from an agent's final message: its first line as the subject, a few more as the body."""
-    lines = [line.rstrip() for line in text.strip().splitlines()]
-    lines = [line.lstrip("#* ").rstrip() if i == 0 else line for i, line in enumerate(lines)]
-    if not lines or not lines[0]:
-        return fallback
-    subject = lines[0] if len(lines[0]) <= 72 else lines[0][:71].rstrip() + "…"
-    body = "\n".join(lines[1:12]).strip()
-    return f"{subject}\n\n{body}" if body else subject
 
 
 def verdicts_of(steps: list[AgentStep]) -> list[ReviewerVerdict]:

@@ -1,0 +1,51 @@
+"""What a finished step's record says elsewhere: the fields its ``step_finished`` event shares, its commit message."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from loope.records.model import FileChange, StepRecord
+
+
+class StepFields(TypedDict):
+    step: int
+    iteration: int
+    role: str
+    adapter: str
+    ok: bool
+    error: str | None
+    duration_s: float
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    files: list[FileChange]
+    violations: list[str]
+
+
+def finished_fields(record: StepRecord, changes: list[FileChange] | None = None) -> StepFields:
+    """The fields every ``step_finished`` event shares, from the step's saved record."""
+    return {
+        "step": record.id,
+        "iteration": record.iteration,
+        "role": record.role,
+        "adapter": record.adapter,
+        "ok": record.ok,
+        "error": record.error,
+        "duration_s": record.duration_s,
+        "cost_usd": record.cost_usd,
+        "input_tokens": record.input_tokens,
+        "output_tokens": record.output_tokens,
+        "files": list(changes or []),
+        "violations": list(record.violations),
+    }
+
+
+def commit_message(text: str, fallback: str) -> str:
+    """A commit message from an agent's final message: its first line as the subject, a few more as the body."""
+    lines = [line.rstrip() for line in text.strip().splitlines()]
+    lines = [line.lstrip("#* ").rstrip() if i == 0 else line for i, line in enumerate(lines)]
+    if not lines or not lines[0]:
+        return fallback
+    subject = lines[0] if len(lines[0]) <= 72 else lines[0][:71].rstrip() + "…"
+    body = "\n".join(lines[1:12]).strip()
+    return f"{subject}\n\n{body}" if body else subject
