@@ -24,7 +24,7 @@ def run_sandbox(run: RunState, choice: Choice, guard: Guard) -> RunSandbox:
         state_file=run.state_file,
         tracked=[p for p in workspace.git.out("ls-files", "-z").split("\0") if p],
         protected_patterns=guard.protected_patterns,
-        hide_project_but=overlay_needs(workspace) if workspace.mode == WorkspaceMode.OVERLAY else None,
+        hide_project_but=overlay_needs(workspace.git_dir) if workspace.mode == WorkspaceMode.OVERLAY else None,
     )
     writable = [Path(p) for p in spec.sandbox_writable]
     return RunSandbox(layout, check_network=spec.sandbox_network == "on", writable=writable)

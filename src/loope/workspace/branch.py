@@ -19,18 +19,35 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from loope.enums import WorkspaceMode
 from loope.workspace.git import Git, TreeEntry
 
-if TYPE_CHECKING:
-    from loope.workspace.workspace import Workspace
+
+class RunTree(Protocol):
+    """What publishing reads of a run's workspace (``loope.workspace.workspace.Workspace``)."""
+
+    @property
+    def mode(self) -> WorkspaceMode: ...
+    @property
+    def git(self) -> Git: ...
+    @property
+    def base(self) -> str: ...
+    @property
+    def head(self) -> str: ...
+    @property
+    def branch(self) -> str | None: ...
+    @property
+    def start(self) -> str | None: ...
+    @property
+    def run_dir(self) -> Path | None: ...
+
 
 _NO_ENTRY = "0 " + "0" * 40  # update-index --index-info: mode 0 removes the path
 
 
-def publish_run(ws: Workspace, run_id: str) -> str | None:
+def publish_run(ws: RunTree, run_id: str) -> str | None:
     """Put a worktree run's commits on its branch, on top of the user's HEAD; None, or why the branch was left alone."""
     if ws.mode != WorkspaceMode.WORKTREE or not ws.branch or ws.start is None or ws.run_dir is None:
         return None  # no branch, or one the worktree itself is on (a run made before branches were replayed)

@@ -19,7 +19,6 @@ import os
 import shutil
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from loope.enums import WorkspaceMode
 from loope.errors import LoopeError
@@ -30,9 +29,6 @@ from loope.workspace.git import Git, safe_command, safe_env
 from loope.workspace.loopedir import LOOPE_DIR, ensure_loope_dir
 from loope.workspace.snapshots import SNAPSHOTS_DIR, State, Store
 from loope.workspace.upper import UpperFeed
-
-if TYPE_CHECKING:
-    from loope.workspace.workspace import Workspace
 
 LAYOUT_FILE = "overlay.json"
 UPPER_DIR = "upper"
@@ -156,11 +152,11 @@ def fork(run_dir: Path, into: Path, git: Git, head: str) -> tuple[Path, Path]:
     return tree, git_dir
 
 
-def overlay_needs(workspace: Workspace) -> list[Path]:
-    """What of the user's tree an overlay run's steps still need: the objects its git borrows."""
-    if workspace.git_dir is None:
+def overlay_needs(git_dir: Path | None) -> list[Path]:
+    """What of the user's tree an overlay run's steps still need: the objects its git (``git_dir``) borrows."""
+    if git_dir is None:
         return []
-    alternates = workspace.git_dir / "objects" / "info" / "alternates"
+    alternates = git_dir / "objects" / "info" / "alternates"
     try:
         return [Path(line) for line in alternates.read_text(encoding="utf-8").splitlines() if line.strip()]
     except OSError:
