@@ -177,9 +177,7 @@ class Engine:
 
     def _iteration(self, n: int) -> None:
         run, spec = self.run_state, self.spec
-        self.run_state.precheck()
-        run.record.iterations = n
-        run.save()
+        run.begin(n)
         self.bus.emit(IterationStarted(iteration=n, max_iters=spec.max_iters))
         context = self._context(n)
         run.loop.critique = ""  # a critique goes into the next iteration's prompt only
@@ -256,10 +254,7 @@ class Engine:
         self.bus.emit(results.decision_event(decision))
         if decision.stop is None and spec.critic and spec.checkpoint_every and n % spec.checkpoint_every == 0:
             self._critique(n)
-        run.record.completed = n
-        run.record.completed_head = run.workspace.head
-        run.record.loop = replace(run.loop)
-        run.save()
+        run.complete(n)
         self.bus.emit(IterationFinished(iteration=n, stop=decision.stop, totals=replace(run.record.totals)))
 
     # -- once a run: the design contract, and a critique every N iterations ----------------------

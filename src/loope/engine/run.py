@@ -6,7 +6,7 @@ import fcntl
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from loope.engine.bus import EventBus
@@ -70,6 +70,19 @@ class RunState:
         spent = self.budget_left()
         if spent:
             raise Halt(StopReason.BUDGET_EXCEEDED, spent)
+
+    def begin(self, n: int) -> None:
+        """Iteration ``n`` starts (after the pre-check), as run.json says."""
+        self.precheck()
+        self.record.iterations = n
+        self.save()
+
+    def complete(self, n: int) -> None:
+        """Iteration ``n`` is done: a resumed run goes on from its head and loop state."""
+        self.record.completed = n
+        self.record.completed_head = self.workspace.head
+        self.record.loop = replace(self.loop)
+        self.save()
 
     def new_step(self, role: str, adapter: str) -> tuple[int, Path]:
         with self._lock:
