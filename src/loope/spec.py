@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from loope.enums import Direction, SandboxMode, Switch, WorkspaceMode
 from loope.errors import LoopeError, clip
+from loope.text import parse_duration
 
 GOAL_LIMIT = 100_000
 
@@ -24,31 +25,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     "opencode-codex": {"implementer": "opencode", "reviewers": ["codex"]},
     "gemini-claude": {"implementer": "gemini", "reviewers": ["claude"]},
 }
-
-# Longer spellings first: the alternation takes the first that matches.
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(hours?|hrs?|h|minutes?|mins?|ms|m|seconds?|secs?|s)?", re.I)
-_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-
-
-def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
-    """Seconds in ``90``, ``90s``, ``30m``, ``1h30m``, ``2h``; a LoopeError otherwise."""
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        seconds = float(text)
-    else:
-        raw = str(text).strip().replace(" ", "")
-        pos, seconds = 0, 0.0
-        for match in _DURATION.finditer(raw):
-            if match.start() != pos or not match.group(0):
-                break
-            unit = (match.group(2) or "s").lower()
-            key = "ms" if unit == "ms" else unit[0]
-            seconds += float(match.group(1)) * _UNIT_S[key]
-            pos = match.end()
-        if not raw or pos != len(raw):
-            raise LoopeError(f"{what}: {text!r} is not a duration; use for example 90s, 30m, 2h or 1h30m")
-    if seconds <= 0:
-        raise LoopeError(f"{what}: must be more than zero (got {text!r})")
-    return seconds
 
 
 class AgentOptions(BaseModel):

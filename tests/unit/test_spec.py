@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from loope.errors import LoopeError
-from loope.spec import PRESETS, build_spec, parse_duration
+from loope.spec import PRESETS, build_spec
+from loope.text import parse_duration
 
 
 def write(root: Path, name: str, text: str) -> None:

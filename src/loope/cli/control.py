@@ -135,7 +135,7 @@ def continue_(run_ref: str, workdir: Path | None, **options: Any) -> int:
     from loope.errors import LoopeError
     from loope.records.rundir import find_run
     from loope.services import for_project
-    from loope.spec import parse_duration
+    from loope.text import parse_duration
 
     root = project_dir(workdir)
     rundir = find_run(root, run_ref)

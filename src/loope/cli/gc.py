@@ -106,7 +106,7 @@ def gc(older_than: str | None, keep: int | None, statuses: str | None, dry_run: 
 
 
 def _duration(text: str) -> float:
-    from loope.spec import parse_duration
+    from loope.text import parse_duration
 
     days = text.strip().lower()
     if days.endswith("d") and days[:-1].replace(".", "", 1).isdigit():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from loope.engine.run import RunState
 from loope.enums import WorkspaceMode
 from loope.sandbox import UNSANDBOXED, Choice, RunSandbox

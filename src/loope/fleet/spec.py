@@ -89,7 +89,7 @@ def _table(path: Path, data: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _settings(path: Path, table: dict[str, Any], jobs_flag: int | None) -> FleetSettings:
-    from loope.spec import parse_duration
+    from loope.text import parse_duration
 
     unknown = sorted(set(table) - _FLEET_KEYS)
     if unknown:
