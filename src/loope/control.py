@@ -46,7 +46,7 @@ def open_store(workdir: Path) -> Any:
 def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     """What ``status`` reports about one run: the record, the runner, the state file."""
     from loope.records.rundir import RUNS, RunDir
-    from loope.ui.model import activity, read_view
+    from loope.records.runview import activity, read_view
 
     rundir = RunDir(workdir / RUNS / run_id)
     record = rundir.read_json("run.json")

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
+from loope.records.runview import read_view
+from loope.records.tails import EventTail
 from loope.sandbox import bwrap
-from loope.ui.follow import EventTail
-from loope.ui.model import read_view
 from tests.conftest import GATE, Project, unsandboxed
 from tests.helpers.attacks import run_attack, shell_implementer, violations
 

@@ -20,7 +20,7 @@ from loope.cli.options import view as make_view
 def logs(run_ref: str, follow_: bool, workdir: Path | None, **output: Any) -> int:
     """RUN's events as the live view (or plain lines); with -f, follow it until it ends."""
     from loope.records.rundir import find_run
-    from loope.ui.follow import EventTail, OutputTail, follow
+    from loope.records.tails import EventTail, OutputTail, follow
 
     rundir = find_run(project_dir(workdir), run_ref)
     view = make_view(**output)

@@ -56,7 +56,7 @@ def _workspace(rundir: Any) -> Any:
 def step_text(root: Path, number: int) -> str:
     """One step's records: what it was asked, what it answered (or printed), the end of its transcript."""
     from loope.errors import LoopeError
-    from loope.ui.follow import tail_lines
+    from loope.records.tails import tail_lines
 
     found = sorted((root / "agents").glob(f"{number:02d}-*"))
     if not found:

@@ -103,7 +103,7 @@ def runs_stamp(all_projects: list[Project]) -> tuple[Any, ...]:
 
 def run_detail(project: Project, rundir: RunDir) -> dict[str, Any]:
     """Everything the run page draws: the record, the folded events, the state file, the metric."""
-    from loope.ui.model import read_view
+    from loope.records.runview import read_view
     from loope.workspace.loopedir import outside_view
 
     record = _json(rundir / "run.json")

@@ -23,7 +23,7 @@ def message(payload: Any, *, event: str = "message", id_: int | None = None) -> 
 
 async def run_events(request: Request, rundir: RunDir, offset: int) -> AsyncIterator[str]:
     """Each event of the run from byte ``offset`` of events.jsonl on (its id: the offset after it)."""
-    from loope.ui.follow import EventTail
+    from loope.records.tails import EventTail
 
     tail = EventTail(rundir / "events.jsonl")
     tail.offset = offset

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from loope.events import Event
-from loope.ui.model import RunView
+from loope.records.runview import RunView
 
 
 class View:

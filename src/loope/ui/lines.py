@@ -1,6 +1,6 @@
 """What the terminal says about each event, as plain text; the live view adds colour and motion.
 
-Every line here is drawn from a :class:`~loope.ui.model.RunView` that has already taken the event in,
+Every line here is drawn from a :class:`~loope.records.runview.RunView` that has already taken the event in,
 so a line can say "failing 33 → 12" (the view remembers the last gate) or name the second of two
 reviewers that share an adapter.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from loope.records.report import files_text
-from loope.ui.model import RETRY_TYPES, Gate, RunView, sparkline
+from loope.records.runview import RETRY_TYPES, Gate, RunView, sparkline
 
 INDENT = "     "
 SCREENFUL = 20
@@ -106,8 +106,6 @@ def attempt_line(view: RunView, iteration: int) -> list[str]:
 
 def next_command(data: dict[str, Any], run_id: str) -> str:
     """The command that makes sense after this outcome."""
-    from loope.cli.main import COMMANDS
-
     short = run_id.split("-", maxsplit=1)[0]
     reason = data.get("stop_reason")
     if data.get("changes") and (reason == "converged" or data.get("best")):
@@ -116,7 +114,7 @@ def next_command(data: dict[str, Any], run_id: str) -> str:
         return f"next: loope show {short} --diff, then loope apply {short}"
     if reason in ("step_failed", "timed_out", "failed"):
         return f"next: loope show {short} (the failed step: loope show {short} --step N)"
-    if reason in ("max_iters", "budget_exceeded", "stalled") and "continue" in COMMANDS:
+    if reason in ("max_iters", "budget_exceeded", "stalled"):
         return f"next: loope continue {short} --max-iters N (or read why: loope show {short})"
     return f"next: loope show {short}"
 

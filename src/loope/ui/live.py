@@ -18,10 +18,10 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from loope.records.runview import action_text, now
+from loope.records.tails import CHECK_ADAPTERS, check_log, tail_lines
 from loope.ui.base import View
-from loope.ui.follow import CHECK_ADAPTERS, check_log, tail_lines
 from loope.ui.lines import describe, duration, progress_text, summary_lines, wait_text
-from loope.ui.model import action_text, now
 
 _STYLES = {"ok": "green", "passed": "green", "failed": "red", "BLOCK": "yellow", "PASS": "green", "kept": "green"}
 BAR = 10

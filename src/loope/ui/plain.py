@@ -8,9 +8,9 @@ import sys
 from typing import Any, TextIO
 
 from loope.events import Event
+from loope.records.runview import action_text
 from loope.ui.base import View
 from loope.ui.lines import INDENT, describe, summary_lines
-from loope.ui.model import action_text
 
 MESSAGE_CHARS = 160
 

@@ -315,7 +315,7 @@ _HANDLERS = {
 
 def read_view(events_path: Path) -> tuple[RunView, int]:
     """A run's view from its events.jsonl (empty when it has none yet), and the offset it was read to."""
-    from loope.ui.follow import EventTail
+    from loope.records.tails import EventTail
 
     view = RunView()
     tail = EventTail(events_path)

@@ -104,7 +104,7 @@ class OutputTail:
         self.tails: dict[Path, LineTail] = {}
 
     def read(self, steps: list[Any]) -> list[str]:
-        """New output of the running check ``steps`` (``ui.model.Step``), at most ``lines`` of it per poll."""
+        """New output of the running check ``steps`` (``records.runview.Step``), at most ``lines`` of it per poll."""
         from loope.text import strip_ansi
 
         out: list[str] = []
