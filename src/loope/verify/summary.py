@@ -7,20 +7,21 @@ summary line is read as it prints it; several runs in one gate command add up.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from loope.text import strip_ansi
+from loope.verify.failures import cargo, jest, pytest, unittest, vitest
 
 __all__ = ["RunnerSummary", "runner_summary"]
 
-_PYTEST = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s\b.*?=*$")
-_PYTEST_PART = re.compile(r"(\d+) (failed|errors?)\b")
-_UNITTEST = re.compile(r"^FAILED \(((?:\w+=\d+(?:, )?)+)\)$")
-_UNITTEST_PART = re.compile(r"\b(failures|errors|unexpected successes)=(\d+)")
-_CARGO = re.compile(r"^test result: FAILED\. \d+ passed; (\d+) failed;")
-_JEST = re.compile(r"^Tests:\s+(\d+) failed\b")
-_VITEST = re.compile(r"^Tests\s+(\d+) failed\b")
+# Each runner's module knows its own closing line; go test prints no count.
+_COUNTERS = (
+    pytest.summary_count,
+    unittest.summary_count,
+    cargo.summary_count,
+    jest.summary_count,
+    vitest.summary_count,
+)
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,8 @@ def runner_summary(output: str) -> RunnerSummary | None:
 
 
 def _count(line: str) -> int | None:
-    if match := _PYTEST.match(line):
-        parts = _PYTEST_PART.findall(match.group(1))
-        return sum(int(n) for n, _ in parts) if parts else None
-    if match := _UNITTEST.match(line):
-        return sum(int(n) for _, n in _UNITTEST_PART.findall(match.group(1)))
-    for pattern in (_CARGO, _JEST, _VITEST):
-        if match := pattern.match(line):
-            return int(match.group(1))
+    for counter in _COUNTERS:
+        count = counter(line)
+        if count is not None:
+            return count
     return None

@@ -23,6 +23,9 @@ Recognised formats (detected from the text itself, several may be mixed):
   run" is reported under the file of the preceding ``FAIL`` header).
 * vitest: the `` FAIL  file > suite > test`` blocks of its failure summary.
 
+Each runner's module also reads the failing count of its closing summary line
+(``summary_count``), which ``loope.verify.summary`` adds up.
+
 Everything here is pure and linear in the size of the output: ANSI colour and
 other control characters are dropped, over-long lines are cut before any
 regular expression sees them, and message scans are bounded.

@@ -78,3 +78,11 @@ def _parse_rustc(lines: Sequence[str]) -> list[Found]:
     if not errors:
         return []
     return [(first, failure_of(crate or "build", first_lines(errors), "cargo"))]
+
+
+_SUMMARY = re.compile(r"^test result: FAILED\. \d+ passed; (\d+) failed;")
+
+
+def summary_count(line: str) -> int | None:
+    """Failed tests in cargo's ``test result: FAILED. 3 passed; 2 failed; ...``, else None."""
+    return int(match.group(1)) if (match := _SUMMARY.match(line)) else None

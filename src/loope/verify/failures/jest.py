@@ -38,3 +38,11 @@ def parse_jest(lines: Sequence[str]) -> list[Found]:
             name = current_file or name
         found.append((pos, failure_of(name, js_message(lines, pos + 1, stop=_jest_stop), "jest")))
     return found
+
+
+_SUMMARY = re.compile(r"^Tests:\s+(\d+) failed\b")
+
+
+def summary_count(line: str) -> int | None:
+    """Failed tests in jest's ``Tests:  2 failed, 5 passed, 7 total``, else None."""
+    return int(match.group(1)) if (match := _SUMMARY.match(line)) else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -125,3 +126,15 @@ def parse_pytest(lines: Sequence[str]) -> list[Found]:
     for pos, line in enumerate(lines):
         scan.feed(pos, line)
     return scan.failures()
+
+
+_SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in [\d.]+s\b.*?=*$")
+_SUMMARY_PART = re.compile(r"(\d+) (failed|errors?)\b")
+
+
+def summary_count(line: str) -> int | None:
+    """Failed tests and errors in pytest's closing ``== 2 failed, 1 error in 0.12s ==`` line, else None."""
+    if match := _SUMMARY.match(line):
+        parts = _SUMMARY_PART.findall(match.group(1))
+        return sum(int(n) for n, _ in parts) if parts else None
+    return None

@@ -57,3 +57,14 @@ def parse_unittest(lines: Sequence[str]) -> list[Found]:
         found.append((i + 1, failure_of(test, message, "unittest")))
         i = max(end, i + 1)
     return found
+
+
+_SUMMARY = re.compile(r"^FAILED \(((?:\w+=\d+(?:, )?)+)\)$")
+_SUMMARY_PART = re.compile(r"\b(failures|errors|unexpected successes)=(\d+)")
+
+
+def summary_count(line: str) -> int | None:
+    """Failures, errors and unexpected successes in unittest's ``FAILED (failures=2, errors=1)``, else None."""
+    if match := _SUMMARY.match(line):
+        return sum(int(n) for _, n in _SUMMARY_PART.findall(match.group(1)))
+    return None

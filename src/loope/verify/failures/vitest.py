@@ -43,3 +43,11 @@ def parse_vitest(lines: Sequence[str]) -> list[Found]:
             found.extend((p, failure_of(n, message, "vitest")) for p, n in group)
             group = []
     return found
+
+
+_SUMMARY = re.compile(r"^Tests\s+(\d+) failed\b")
+
+
+def summary_count(line: str) -> int | None:
+    """Failed tests in vitest's ``Tests  2 failed | 5 passed (7)``, else None."""
+    return int(match.group(1)) if (match := _SUMMARY.match(line)) else None
