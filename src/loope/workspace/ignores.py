@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 from loope.records.atomic import write_text
 
 if TYPE_CHECKING:
+    import pathspec
+
     from loope.workspace.git import Git
 
 
@@ -88,7 +90,7 @@ class FrozenIgnores:
     def __init__(self, path: Path, rules: list[str]) -> None:
         self.path = path
         self.rules = rules
-        self._spec: object | None = None
+        self._spec: pathspec.GitIgnoreSpec | None = None
 
     @classmethod
     def freeze(cls, path: Path, rules: list[str]) -> FrozenIgnores:
@@ -107,4 +109,4 @@ class FrozenIgnores:
             import pathspec
 
             self._spec = pathspec.GitIgnoreSpec.from_lines(self.rules)
-        return bool(self._spec.match_file(path))  # type: ignore[attr-defined]
+        return self._spec.match_file(path)
