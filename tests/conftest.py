@@ -283,3 +283,16 @@ FIXED_CALC = "def add(a, b):\n    return a + b\n"
 # exec: agent bodies (see ``agent_script``) shared by the loop tests.
 FIX = f"pathlib.Path('calc.py').write_text({FIXED_CALC!r})\nprint('fixed add: it returns a + b now')\n"
 APPROVE = "print('add() returns the sum.')\nprint('VERDICT: PASS')\n"
+
+
+@pytest.fixture
+def converge(cli, agent_script):  # type: ignore[no-untyped-def]
+    """Run an ``exec:`` agent with ``body`` once, from ``cwd``, to convergence (a ``true`` gate, no review)."""
+
+    def run(body: str, *extra: str, goal: str, cwd: Path) -> CliResult:
+        flags = ("--no-review", "--verify-cmd", "true", "--no-baseline")
+        result = cli("run", goal, "--implementer", agent_script(body), *flags, *extra, cwd=cwd)
+        assert result.exit_code == 0, result.out + result.err
+        return result
+
+    return run

@@ -24,22 +24,11 @@ if pathlib.Path("old.txt").exists():
 
 
 @pytest.fixture
-def finished(project, agent_script, cli):  # type: ignore[no-untyped-def]
+def finished(project, converge):  # type: ignore[no-untyped-def]
     """A converged run (worktree mode) whose change is not applied yet; old.txt is deleted in it."""
     project.write("old.txt", "old\n")
     project.commit("old")
-    result = cli(
-        "run",
-        "fix add",
-        "--implementer",
-        agent_script(CHANGE),
-        "--no-review",
-        "--verify-cmd",
-        "true",
-        "--no-baseline",
-        cwd=project.path,
-    )
-    assert result.exit_code == 0, result.out + result.err
+    converge(CHANGE, goal="fix add", cwd=project.path)
     return project
 
 
@@ -121,22 +110,11 @@ def test_a_new_file_the_user_also_created_is_a_conflict(finished, cli):
     assert finished.read("calc.py") != FIXED_CALC
 
 
-def test_a_symlinked_directory_leading_outside_the_target_is_refused(project, agent_script, cli, tmp_path):
+def test_a_symlinked_directory_leading_outside_the_target_is_refused(project, cli, tmp_path, converge):
     project.write("pkg/mod.py", "VALUE = 1\n")
     project.commit("pkg")
     body = FIX + "pathlib.Path('pkg/mod.py').write_text('VALUE = 2\\n')\n"
-    result = cli(
-        "run",
-        "edit",
-        "--implementer",
-        agent_script(body),
-        "--no-review",
-        "--verify-cmd",
-        "true",
-        "--no-baseline",
-        cwd=project.path,
-    )
-    assert result.exit_code == 0, result.out + result.err
+    converge(body, goal="edit", cwd=project.path)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "mod.py").write_text("VALUE = 1\n")
@@ -154,20 +132,9 @@ def test_a_symlinked_directory_leading_outside_the_target_is_refused(project, ag
     assert snapshot(other) == before
 
 
-def test_a_symlink_the_run_made_to_outside_is_refused(project, agent_script, cli):
+def test_a_symlink_the_run_made_to_outside_is_refused(project, cli, converge):
     body = FIX + "os.symlink('/etc/passwd', 'leak')\n"
-    result = cli(
-        "run",
-        "edit",
-        "--implementer",
-        agent_script(body),
-        "--no-review",
-        "--verify-cmd",
-        "true",
-        "--no-baseline",
-        cwd=project.path,
-    )
-    assert result.exit_code == 0, result.out + result.err
+    converge(body, goal="edit", cwd=project.path)
     refused = cli("apply", "0001", cwd=project.path)
     assert refused.exit_code == 2
     assert "outside the target" in one_error_line(refused.err)
@@ -175,46 +142,23 @@ def test_a_symlink_the_run_made_to_outside_is_refused(project, agent_script, cli
     assert project.read("calc.py") != FIXED_CALC
 
 
-def test_apply_a_copy_run_of_a_directory_outside_git(tmp_path, agent_script, cli):
+def test_apply_a_copy_run_of_a_directory_outside_git(tmp_path, cli, converge):
     plain = Project(tmp_path / "plain")
     plain.write("calc.py", "def add(a, b):\n    return a - b\n")
-    result = cli(
-        "run",
-        "fix add",
-        "--implementer",
-        agent_script(FIX),
-        "--no-review",
-        "--verify-cmd",
-        "true",
-        "--no-baseline",
-        cwd=plain.path,
-    )
-    assert result.exit_code == 0, result.out + result.err
+    converge(FIX, goal="fix add", cwd=plain.path)
     assert plain.run_json()["workspace"]["mode"] == "copy"
     applied = cli("apply", "0001", cwd=plain.path)
     assert applied.exit_code == 0, applied.err
     assert plain.read("calc.py") == FIXED_CALC
 
 
-def test_apply_a_run_started_in_a_subdirectory_lands_in_that_subdirectory(project, agent_script, cli):
+def test_apply_a_run_started_in_a_subdirectory_lands_in_that_subdirectory(project, cli, converge):
     project.write("pkg/mod.txt", "one\n")
     project.commit("pkg")
     sub = project.path / "pkg"
     body = "pathlib.Path('mod.txt').write_text('two\\n')"
-    result = cli(
-        "run",
-        "edit",
-        "--implementer",
-        agent_script(body),
-        "--no-review",
-        "--verify-cmd",
-        "true",
-        "--no-baseline",
-        "--workdir",  # without it, a run from a subdirectory works on the whole repository
-        str(sub),
-        cwd=sub,
-    )
-    assert result.exit_code == 0, result.out + result.err
+    # without it, a run from a subdirectory works on the whole repository
+    converge(body, "--workdir", str(sub), goal="edit", cwd=sub)
     applied = cli("apply", "0001", cwd=sub)
     assert applied.exit_code == 0, applied.out + applied.err
     assert (sub / "mod.txt").read_text() == "two\n"
@@ -243,35 +187,20 @@ def test_apply_an_unknown_run_is_one_clear_line(project, cli):
     assert "no runs" in one_error_line(result.err)
 
 
-def test_apply_after_a_run_from_a_dirty_tree_keeps_the_users_uncommitted_work(project, agent_script, cli):
+def test_apply_after_a_run_from_a_dirty_tree_keeps_the_users_uncommitted_work(project, cli, converge):
     project.write("README.md", "committed\n")
     project.commit("readme")
     project.write("README.md", "committed\nmine, uncommitted\n")
     body = FIX + "readme = pathlib.Path('README.md')\nreadme.write_text(readme.read_text() + 'the agent\\'s line\\n')\n"
-    result = cli(
-        "run",
-        "fix",
-        "--implementer",
-        agent_script(body),
-        "--no-review",
-        "--verify-cmd",
-        "true",
-        "--no-baseline",
-        cwd=project.path,
-    )
-    assert result.exit_code == 0, result.out + result.err
+    converge(body, goal="fix", cwd=project.path)
     applied = cli("apply", "0001", cwd=project.path)
     assert applied.exit_code == 0, applied.out + applied.err  # the uncommitted line is the base: no conflict
     assert project.read("README.md") == "committed\nmine, uncommitted\nthe agent's line\n"
     assert project.read("calc.py") == FIXED_CALC
 
 
-def test_apply_an_in_place_run_finds_everything_already_there(project, agent_script, cli):
-    result = cli(
-        "run", "fix", "--workspace", "in-place", "--implementer", agent_script(FIX), "--no-review",
-        "--verify-cmd", "true", "--no-baseline", cwd=project.path,
-    )  # fmt: skip
-    assert result.exit_code == 0, result.out + result.err
+def test_apply_an_in_place_run_finds_everything_already_there(project, cli, converge):
+    converge(FIX, "--workspace", "in-place", goal="fix", cwd=project.path)
     before = snapshot(project.path)
     applied = cli("apply", "0001", cwd=project.path)
     assert applied.exit_code == 0, applied.err
@@ -279,24 +208,13 @@ def test_apply_an_in_place_run_finds_everything_already_there(project, agent_scr
     assert snapshot(project.path) == before
 
 
-def test_binary_files_and_odd_names_land_byte_for_byte(project, agent_script, cli):
+def test_binary_files_and_odd_names_land_byte_for_byte(project, cli, converge):
     body = (
         "pathlib.Path('assets').mkdir()\n"
         "pathlib.Path('assets/logo.bin').write_bytes(bytes(range(256)) * 4)\n"
         "pathlib.Path('my notes ü.md').write_text('spaces and unicode\\n')\n"
     )
-    result = cli(
-        "run",
-        "add",
-        "--implementer",
-        agent_script(body),
-        "--no-review",
-        "--verify-cmd",
-        "true",
-        "--no-baseline",
-        cwd=project.path,
-    )
-    assert result.exit_code == 0, result.out + result.err
+    converge(body, goal="add", cwd=project.path)
     files = {f["path"]: f for f in project.run_json()["changes"]["files"]}
     assert files["assets/logo.bin"] == {"path": "assets/logo.bin", "status": "added", "added": None, "removed": None}
     assert files["my notes ü.md"]["added"] == 1
@@ -308,20 +226,9 @@ def test_binary_files_and_odd_names_land_byte_for_byte(project, agent_script, cl
 
 
 @pytest.mark.parametrize("force", [False, True])
-def test_a_file_where_the_run_has_a_directory_and_the_reverse_are_refused(project, agent_script, cli, force):
+def test_a_file_where_the_run_has_a_directory_and_the_reverse_are_refused(project, cli, force, converge):
     body = "pathlib.Path('docs').mkdir()\npathlib.Path('docs/x.md').write_text('x\\n')\n"
-    result = cli(
-        "run",
-        "add",
-        "--implementer",
-        agent_script(body),
-        "--no-review",
-        "--verify-cmd",
-        "true",
-        "--no-baseline",
-        cwd=project.path,
-    )
-    assert result.exit_code == 0, result.out + result.err
+    converge(body, goal="add", cwd=project.path)
     project.write("docs", "a file of mine\n")
     refused = cli("apply", "0001", *(["--force"] if force else []), cwd=project.path)
     assert refused.exit_code == 1
@@ -329,18 +236,7 @@ def test_a_file_where_the_run_has_a_directory_and_the_reverse_are_refused(projec
     assert project.read("docs") == "a file of mine\n"
 
     body = "pathlib.Path('notes').write_text('n\\n')\n"
-    result = cli(
-        "run",
-        "add",
-        "--implementer",
-        agent_script(body),
-        "--no-review",
-        "--verify-cmd",
-        "true",
-        "--no-baseline",
-        cwd=project.path,
-    )
-    assert result.exit_code == 0, result.out + result.err
+    converge(body, goal="add", cwd=project.path)
     project.write("notes/mine.txt", "mine\n")
     refused = cli("apply", "0002", *(["--force"] if force else []), cwd=project.path)
     assert refused.exit_code == 1

@@ -166,19 +166,8 @@ def test_non_utf8_output_from_agents_does_not_break_the_run(project, agent_scrip
     assert "latin-1 caf\ufffd" in message
 
 
-def test_quiet_prints_only_the_summary(project, agent_script, cli):
-    result = cli(
-        "run",
-        "fix add",
-        "--implementer",
-        agent_script(FIX),
-        "--no-review",
-        "--verify-cmd",
-        "true",
-        "--no-baseline",
-        "--quiet",
-        cwd=project.path,
-    )
+def test_quiet_prints_only_the_summary(project, converge):
+    result = converge(FIX, "--quiet", goal="fix add", cwd=project.path)
     assert result.exit_code == 0, result.err
     lines = result.out.splitlines()
     assert lines[0] == "converged in 1 iteration"

@@ -235,26 +235,14 @@ def test_the_ledger_has_one_line_per_attempt(finished):
     assert "iteration 1: kept" in prompt  # the compact ledger view, not a transcript
 
 
-def test_a_run_started_from_a_subdirectory_records_in_the_workdir(project, agent_script, cli):
+def test_a_run_started_from_a_subdirectory_records_in_the_workdir(project, converge):
     sub = project.path / "pkg"
     sub.mkdir()
     (sub / "mod.txt").write_text("one\n")
     project.commit("pkg")
     body = "pathlib.Path('mod.txt').write_text('two\\n')"
-    result = cli(
-        "run",
-        "edit",
-        "--implementer",
-        agent_script(body),
-        "--no-review",
-        "--verify-cmd",
-        "true",
-        "--no-baseline",
-        "--workdir",  # a subdirectory as the workdir (without it, the repository root is)
-        str(sub),
-        cwd=sub,
-    )
-    assert result.exit_code == 0, result.out + result.err
+    # a subdirectory as the workdir (without it, the repository root is)
+    converge(body, "--workdir", str(sub), goal="edit", cwd=sub)
     run = json.loads(next((sub / ".loope" / "runs").iterdir()).joinpath("run.json").read_text())
     assert Path(run["workspace"]["path"]).name == "pkg"  # the agents work in the workdir's counterpart
     assert [(f["path"].rsplit("/", 1)[-1], f["status"]) for f in run["changes"]["files"]] == [("mod.txt", "modified")]

@@ -10,21 +10,10 @@ from tests.conftest import FIX
 
 
 @pytest.fixture
-def two_runs(project, agent_script, cli):  # type: ignore[no-untyped-def]
+def two_runs(project, agent_script, cli, converge):  # type: ignore[no-untyped-def]
     """0001 converges with a change to calc.py; 0002 stops at --max-iters 1 without a change."""
     # The gate does not matter here: `true` and `false` keep these runs quick.
-    first = cli(
-        "run",
-        "fix the add function",
-        "--implementer",
-        agent_script(FIX),
-        "--no-review",
-        "--verify-cmd",
-        "true",
-        "--no-baseline",
-        cwd=project.path,
-    )
-    assert first.exit_code == 0, first.out + first.err
+    converge(FIX, goal="fix the add function", cwd=project.path)
     idle = agent_script("print('nothing')")
     second = cli(
         "run", "look around", "--implementer", idle, "--no-review", "--verify-cmd", "false", "--max-iters", "1",

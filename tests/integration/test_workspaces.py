@@ -179,36 +179,21 @@ def test_in_place_edits_the_users_tree_and_leaves_their_git_alone(project, agent
     assert [f["path"] for f in run["changes"]["files"]] == ["calc.py"]
 
 
-def test_in_place_in_a_directory_outside_git(tmp_path, agent_script, cli):
+def test_in_place_in_a_directory_outside_git(tmp_path, converge):
     plain = Project(tmp_path / "plain")
     plain.write("calc.py", "def add(a, b):\n    return a - b\n")
-    result = cli(
-        "run", "fix add", "--workspace", "in-place", "--implementer", agent_script(FIX), "--no-review",
-        "--verify-cmd", "true", "--no-baseline", cwd=plain.path,
-    )  # fmt: skip
-    assert result.exit_code == 0, result.out + result.err
+    converge(FIX, "--workspace", "in-place", goal="fix add", cwd=plain.path)
     assert plain.read("calc.py") == FIXED_CALC
     assert not (plain.path / ".git").exists()
     assert plain.run_json()["changes"]["files"] == [{"path": "calc.py", "status": "modified", "added": 1, "removed": 1}]
 
 
-def test_a_run_in_a_repository_without_commits(tmp_path, agent_script, cli):
+def test_a_run_in_a_repository_without_commits(tmp_path, converge):
     fresh = Project(tmp_path / "fresh")
     fresh.path.mkdir()
     fresh.git("init", "-q", "-b", "main")
     fresh.write("calc.py", "def add(a, b):\n    return a - b\n")
-    result = cli(
-        "run",
-        "fix add",
-        "--implementer",
-        agent_script(FIX),
-        "--no-review",
-        "--verify-cmd",
-        "true",
-        "--no-baseline",
-        cwd=fresh.path,
-    )
-    assert result.exit_code == 0, result.out + result.err
+    converge(FIX, goal="fix add", cwd=fresh.path)
     run = fresh.run_json()
     assert run["workspace"]["mode"] == "worktree"
     assert run_file(run, "calc.py") == FIXED_CALC
@@ -234,7 +219,7 @@ def test_the_guard_undoes_changes_to_protected_files(project, agent_script, cli)
 
 
 @pytest.mark.parametrize("mode", ["worktree", "copy"])
-def test_an_agent_that_deletes_the_workspace_git_cannot_reach_the_users_repository(project, agent_script, cli, mode):
+def test_an_agent_that_deletes_the_workspace_git_cannot_reach_the_users_repository(project, mode, converge):
     """The workspace sits inside the user's project: without its .git, git must not find theirs.
 
     loope names the workspace's git dir itself, so the agent's deletion changes nothing for it.
@@ -244,11 +229,7 @@ def test_an_agent_that_deletes_the_workspace_git_cannot_reach_the_users_reposito
     refs = project.git("for-each-ref", "refs/heads")
     body = "import shutil\nshutil.rmtree('.git') if os.path.isdir('.git') else os.remove('.git')\n" + FIX
     # Unsandboxed: inside the sandbox the workspace's .git is read-only and cannot be deleted at all.
-    result = cli(
-        "run", "fix add", "--workspace", mode, "--implementer", agent_script(body), "--no-review",
-        "--verify-cmd", "true", "--no-baseline", "--sandbox", "off", cwd=project.path,
-    )  # fmt: skip
-    assert result.exit_code == 0, result.out + result.err
+    converge(body, "--workspace", mode, "--sandbox", "off", goal="fix add", cwd=project.path)
     run = project.run_json()
     assert (run["status"], run["converged"]) == ("converged", True)
     assert [f["path"] for f in run["changes"]["files"]] == ["calc.py"]
