@@ -7,7 +7,7 @@ line it adds, and after every step, it compares the file with what it wrote (the
 same size, the same change time: any write, rename or link changes one of them); when anything
 else wrote, moved or replaced it, the file is put back from the copy and the step is told.
 
-Readers (``ui.follow.EventTail``) take a line only when its ``seq`` is the next one, so a line an
+Readers (``records.tails.EventTail``) take a line only when its ``seq`` is the next one, so a line an
 agent appends is not believed even before the runner puts the file back, unless it was forged with
 the right number, which a live view may then show until the runner's next line. With the sandbox on,
 the run directory is read-only to the agent and none of this is needed.
