@@ -199,3 +199,10 @@ def e2e_reviewer(use_codex) -> list[str]:
 def codex_sandbox(own: str) -> str:
     """The ``-s`` codex runs with: inside loope's sandbox (wherever bubblewrap works) none of its own."""
     return "danger-full-access" if bwrap.support().works else own
+
+
+def ran_sandboxed(project: Project) -> bool:
+    """Whether the project's last run ran its steps inside loope's sandbox (as it does wherever bubblewrap works)."""
+    events = (project.runs()[-1] / "events.jsonl").read_text().splitlines()
+    started = next(e for e in map(json.loads, events) if e["type"] == "run_started")
+    return bool(started["sandbox"]["enabled"])

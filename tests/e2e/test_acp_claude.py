@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from loope.sandbox import bwrap
 from tests.conftest import CALC_TESTS, FIX, GATE, Project, run_file
-from tests.e2e.conftest import agent_binary
+from tests.e2e.conftest import agent_binary, ran_sandboxed
 from tests.e2e.model_server import Fail, MessagesRequest, ModelServer, Scripted, Turn, reply, text, tool_use
 from tests.e2e.test_claude import RIGHT, implementer_script
 
@@ -28,8 +29,11 @@ def use_claude_acp(use_claude, monkeypatch: pytest.MonkeyPatch):
     def mount(script):
         api = use_claude(script)
         monkeypatch.setenv("LOOPE_CLAUDE_ACP_BIN", str(agent_binary("claude-agent-acp")))
-        # The bundled Claude Code refuses to start as root (as CI runs) unless it is told it is sandboxed.
-        monkeypatch.setenv("IS_SANDBOX", "1")
+        # The bundled Claude Code refuses to start as root (as CI runs) unless it is told it is sandboxed:
+        # inside loope's sandbox loope says so itself; without it, the test does.
+        monkeypatch.delenv("IS_SANDBOX", raising=False)
+        if not bwrap.support().works:
+            monkeypatch.setenv("IS_SANDBOX", "1")
         return api
 
     return mount
@@ -67,6 +71,7 @@ def test_claude_acp_fixes_the_bug_in_two_iterations_from_gate_feedback(project, 
     assert all(s["cost_usd"] > 0 for s in implementer)
     assert run_file(run, "calc.py") == f"def add(a, b):\n    {RIGHT}\n"
     assert project.read("calc.py") == "def add(a, b):\n    return a - b\n"
+    assert ran_sandboxed(project) is bwrap.support().works  # claude-agent-acp inside loope's sandbox
 
 
 def test_a_write_to_a_protected_test_file_is_refused_at_the_permission_request(

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from loope.sandbox import bwrap
 from tests.conftest import FIX, GATE, Project, run_file
-from tests.e2e.conftest import CODEX_KEY_ENV, _add_agent_settings, agent_binary, codex_provider_args
+from tests.e2e.conftest import CODEX_KEY_ENV, _add_agent_settings, agent_binary, codex_provider_args, ran_sandboxed
 from tests.e2e.model_server import (
     ModelServer,
     OpenAIResponses,
@@ -35,8 +36,9 @@ def use_codex_acp(model_server: ModelServer, project: Project, monkeypatch: pyte
         home.mkdir(exist_ok=True)
         monkeypatch.setenv("CODEX_HOME", str(home))
         monkeypatch.setenv(CODEX_KEY_ENV, "sk-test")
-        # codex-acp finds no codex-linux-sandbox helper for the system bwrap here: commands run unsandboxed
-        # and codex asks loope before each one it does not know to be read-only ("untrusted").
+        # No sandbox of codex's own (inside loope's, codex's would nest; without it, codex-acp finds no
+        # codex-linux-sandbox helper for the system bwrap here): codex asks loope before each command it
+        # does not know to be read-only ("untrusted").
         sandbox = ["-c", 'sandbox_mode="danger-full-access"', "-c", 'approval_policy="untrusted"']
         args = [*codex_provider_args(model_server), "-c", "features.plugins=false", *sandbox]
         _add_agent_settings(project, "codex-acp", bin=str(agent_binary("codex-acp")), args=args)
@@ -83,6 +85,7 @@ def test_codex_acp_fixes_the_bug_in_two_iterations_from_gate_feedback(project, c
         actions = [json.loads(line) for line in (step / "events.jsonl").read_text().splitlines()]
         assert any(a.get("action") == "edit" and a.get("target") == "calc.py" for a in actions), actions
     assert run_file(run, "calc.py") == f"def add(a, b):\n    {RIGHT}\n"
+    assert ran_sandboxed(project) is bwrap.support().works  # codex-acp inside loope's sandbox
 
 
 def test_codex_acps_patch_of_a_protected_test_file_is_refused_at_the_permission_request(

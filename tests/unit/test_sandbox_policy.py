@@ -120,6 +120,14 @@ def test_named_paths_are_the_existing_files_a_command_names(tmp_path):
     assert found == [tmp_path / "agent.py", tmp_path / "tools"]
 
 
+def test_named_paths_include_those_of_a_script_given_to_a_shell(tmp_path):
+    (tmp_path / "agent.py").write_text("")
+
+    found = named_paths(f"sh -c 'echo hi > {tmp_path}/new; exec python {tmp_path}/agent.py'", tmp_path)
+
+    assert found == [tmp_path / "agent.py"]
+
+
 def test_sandbox_off_is_off_without_a_word():
     assert choose("off").enabled is False
     assert choose("off").warning is None

@@ -64,6 +64,8 @@ class StepBox:
         state: Iterable[Path] = (),
         visible: Iterable[Path] = (),
         network: bool = True,
+        cwd: Path | None = None,
+        tmp_of: StepBox | None = None,
     ) -> None:
         self.binary = binary if layout is not None else None
         self.layout = layout
@@ -71,6 +73,9 @@ class StepBox:
         self.state = tuple(state)
         self.visible = tuple(visible)
         self.network = network
+        self.cwd = cwd
+        self.tmp_of = tmp_of
+        """A box whose /tmp this one shares (an ACP agent's, for the commands it runs through loope)."""
         self.tmp: Path | None = None
         self.token = reap.new_token()
         self.cgroup: reap.StepCgroup | None = None
@@ -80,11 +85,17 @@ class StepBox:
         return self.binary is not None
 
     def enter(self, argv: tuple[str, ...], env: dict[str, str]) -> tuple[tuple[str, ...], dict[str, str]]:
-        self.tmp = Path(tempfile.mkdtemp(prefix="loope-step-"))
+        shared = self.tmp_of.tmp if self.tmp_of is not None else None
+        self.tmp = shared or Path(tempfile.mkdtemp(prefix="loope-step-"))
         env = {**env, reap.TOKEN_VAR: self.token}
         if self.binary is not None and self.layout is not None:
             policy = self.layout.policy(
-                tmp=self.tmp, write=self.write, state=self.state, visible=self.visible, network=self.network
+                tmp=self.tmp,
+                write=self.write,
+                state=self.state,
+                visible=self.visible,
+                network=self.network,
+                cwd=self.cwd,
             )
             argv = tuple(bwrap.command(self.binary, policy, argv))
             env["TMPDIR"] = "/tmp"
@@ -107,7 +118,7 @@ class StepBox:
         self.kill()
         if self.cgroup is not None:
             self.cgroup.remove()
-        if self.tmp is not None:
+        if self.tmp is not None and self.tmp_of is None:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
@@ -128,10 +139,22 @@ class RunSandbox:
     def enabled(self) -> bool:
         return self.layout is not None
 
-    def agent(self, *, write: bool, state: Iterable[Path] = (), visible: Iterable[Path] = ()) -> StepBox:
-        """An agent step's box: the work tree writable for writers, ``state`` (its CLI's own files) for all."""
+    def agent(
+        self,
+        *,
+        write: bool,
+        state: Iterable[Path] = (),
+        visible: Iterable[Path] = (),
+        cwd: Path | None = None,
+        tmp_of: StepBox | None = None,
+    ) -> StepBox:
+        """An agent step's box: the work tree writable for writers, ``state`` (its CLI's own files) for all.
+
+        ``cwd``: where the command starts (the workspace unless said); ``tmp_of``: a box whose /tmp it shares.
+        """
         existing = [p for p in state if _prepare_state(p)] if self.enabled else []
-        return StepBox(self.binary, self.layout, write=write, state=[*existing, *self.writable], visible=visible)
+        state = [*existing, *self.writable]
+        return StepBox(self.binary, self.layout, write=write, state=state, visible=visible, cwd=cwd, tmp_of=tmp_of)
 
     def check(self, command: str, cwd: Path) -> StepBox:
         """A gate, metric or success command's box: the work tree writable (caches), no home state."""

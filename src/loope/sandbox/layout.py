@@ -81,6 +81,7 @@ class Layout:
         state: Iterable[Path] = (),
         visible: Iterable[Path] = (),
         network: bool = True,
+        cwd: Path | None = None,
     ) -> Policy:
         """One step's policy: ``write`` gives it the work tree; ``state`` is writable wherever it is.
 
@@ -100,7 +101,7 @@ class Layout:
         else:
             read_only.append(self.work_tree)
         return Policy(
-            cwd=self.workspace,
+            cwd=cwd or self.workspace,
             tmp=tmp,
             writable=tuple(writable),
             read_only=tuple(p for p in read_only if p not in writable),
@@ -151,6 +152,9 @@ def named_paths(command: str, cwd: Path) -> list[Path]:
         words = command.split()
     found = []
     for word in words:
+        if " " in word.strip():  # a script of its own (sh -c '...'): the paths it names
+            found += named_paths(word, cwd)
+            continue
         named = word.split("=", 1)[-1]  # --config=./x.toml and VAR=./x name a path too
         if "/" not in named or named.startswith("-"):
             continue

@@ -3,6 +3,10 @@
 One step is one session: the agent process starts, ``initialize``, ``session/new`` with the
 workspace as cwd, one ``session/prompt``; then the process group is killed. A timeout or a stop
 sends ``session/cancel`` first and gives the agent a moment to end its turn.
+
+Inside loope's sandbox the agent runs as every other agent does (the workspace writable for
+writers, read-only for reviewers, its own state dirs under HOME writable), and so does each
+command it runs through loope's terminal.
 """
 
 from __future__ import annotations
@@ -18,7 +22,11 @@ from typing import Any, ClassVar
 
 from loope import __version__
 from loope.agents.base import AdapterInfo, AgentRequest, AgentResult
+from loope.agents.claude import ClaudeAgent
+from loope.agents.claude import sandbox_env as claude_sandbox_env
+from loope.agents.codex import CodexAgent
 from loope.agents.failure import explain
+from loope.agents.gemini import GeminiAgent
 from loope.records.atomic import write_text
 
 _ENV_SAFE = re.compile(r"[^A-Z0-9]+")
@@ -40,9 +48,10 @@ class AcpAgent:
     info: ClassVar[AdapterInfo] = GENERIC
     launch: ClassVar[tuple[str, ...]] = ()
     """The preset's arguments after the program (``--experimental-acp``)."""
-    runs_in_sandbox: ClassVar[bool] = False
-    """Its process starts outside loope's sandbox (``spawn_piped`` takes no box yet): the guard's git-dir
-    snapshot stays on for its steps."""
+    home_env: ClassVar[tuple[str, ...]] = ()
+    """Variables naming the agent's own state dir (writable inside the sandbox), as for its CLI's adapter."""
+    home_state: ClassVar[tuple[str, ...]] = ()
+    """Its state under HOME (``.claude``), writable inside the sandbox."""
 
     def __init__(self, command: str | None = None, *, options: Mapping[str, Any] | None = None) -> None:
         self.command = command
@@ -75,6 +84,13 @@ class AcpAgent:
     def model_env(self) -> dict[str, str]:
         return {}
 
+    def sandbox_args(self, request: AgentRequest) -> list[str]:
+        """Arguments for a step inside loope's sandbox (none of the agent's own sandbox, where it would nest)."""
+        return []
+
+    def sandbox_env(self, request: AgentRequest) -> dict[str, str]:
+        return {}
+
     def preflight(self, workdir: Path) -> str | None:
         try:
             argv = self.argv()
@@ -100,14 +116,19 @@ class AcpAgent:
         missing = self.preflight(request.workspace)
         if missing:
             return AgentResult(ok=False, message="", error=missing)
-        argv = self.argv()
+        argv = [*self.argv(), *self.sandbox_args(request)]
         write_text(request.step_dir / "argv.json", json.dumps(argv, indent=2) + "\n")
-        env = {**os.environ, **request.protocol_env(), **self.model_env(), **request.env}
+        env = {**os.environ, **request.protocol_env(), **self.model_env(), **self.sandbox_env(request), **request.env}
         import asyncio  # here, not at import: listing the adapters needs no event loop
 
         from loope.agents.acp.session import drive
+        from loope.sandbox.layout import named_paths
 
-        outcome = asyncio.run(drive(argv, env, request, client_version=__version__))
+        home = Path(env.get("HOME") or Path.home())
+        state = [home / rel for rel in self.home_state] + [Path(env[v]) for v in self.home_env if env.get(v)]
+        visible = named_paths(shlex.join(argv), request.workspace) if request.sandboxed else []
+        box = request.sandbox.agent(write=request.mode == "write", state=state, visible=visible)
+        outcome = asyncio.run(drive(argv, env, request, client_version=__version__, box=box))
         return self._result(outcome, request)
 
     def _result(self, outcome: Any, request: AgentRequest) -> AgentResult:
@@ -167,6 +188,8 @@ class _Preset(AcpAgent):
 
 class ClaudeAcpAgent(_Preset):
     name = "claude-acp"
+    home_env = ClaudeAgent.home_env
+    home_state = ClaudeAgent.home_state
     info = AdapterInfo(
         name="claude-acp",
         binary="claude-agent-acp",
@@ -181,9 +204,14 @@ class ClaudeAcpAgent(_Preset):
     def model_env(self) -> dict[str, str]:
         return {"ANTHROPIC_MODEL": self.model} if self.model else {}
 
+    def sandbox_env(self, request: AgentRequest) -> dict[str, str]:
+        return claude_sandbox_env(request)
+
 
 class CodexAcpAgent(_Preset):
     name = "codex-acp"
+    home_env = CodexAgent.home_env
+    home_state = CodexAgent.home_state
     info = AdapterInfo(
         name="codex-acp",
         binary="codex-acp",
@@ -198,9 +226,16 @@ class CodexAcpAgent(_Preset):
     def model_args(self) -> list[str]:
         return ["-c", f"model={json.dumps(self.model)}"] if self.model else []
 
+    def sandbox_args(self, request: AgentRequest) -> list[str]:
+        # As for codex itself: loope's sandbox confines the step, codex's own would nest in it and fail.
+        chosen = any(str(a).startswith("sandbox_mode=") for a in self.options.get("args", []))
+        return [] if chosen or not request.sandboxed else ["-c", 'sandbox_mode="danger-full-access"']
+
 
 class GeminiAcpAgent(_Preset):
     name = "gemini-acp"
+    home_env = GeminiAgent.home_env
+    home_state = GeminiAgent.home_state
     launch = ("--experimental-acp",)
     info = AdapterInfo(
         name="gemini-acp",

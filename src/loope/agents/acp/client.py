@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from acp.schema import (
 
 from loope.agents.base import Action, AgentEvent, AgentRequest
 from loope.agents.message import MessageText
-from loope.proc import ProcResult, run_process
+from loope.proc import Confinement, ProcResult, run_process
 
 _ACTIONS: dict[str, Action] = {
     "read": "read",
@@ -69,11 +70,11 @@ class Transcript:
 class LoopeClient:
     """The ACP ``Client`` loope is to an agent during one step."""
 
-    def __init__(self, request: AgentRequest) -> None:
+    def __init__(self, request: AgentRequest, box: Callable[[Path], Confinement] | None = None) -> None:
         self.request = request
         self.workspace = Path(os.path.realpath(request.workspace))
         self.seen = Transcript()
-        self.terminals = Terminals(request)
+        self.terminals = Terminals(request, box)
         self._pending: dict[str, tuple[str | None, str | None]] = {}
         """Tool calls whose target is not known yet: their kind and title."""
 
@@ -180,6 +181,8 @@ class LoopeClient:
             return f"loope refuses: {path} is outside the workspace {self.workspace}"
         if self.request.mode == "read":
             return f"loope refuses: the {self.request.role} is read-only and may not write {rel}"
+        if ".git" in rel.split("/"):  # loope writes it, outside the sandbox: never into a git dir
+            return f"loope refuses: {rel} belongs to git; leave it as it is"
         reason = self.request.may_write(rel) if self.request.may_write else None
         return f"loope refuses: {reason}; leave it as it is" if reason else None
 
@@ -344,10 +347,11 @@ class Terminal:
 
 
 class Terminals:
-    """The step's terminals; every one is killed when the step ends."""
+    """The step's terminals, each confined by ``box`` (from its cwd); every one is killed when the step ends."""
 
-    def __init__(self, request: AgentRequest) -> None:
+    def __init__(self, request: AgentRequest, box: Callable[[Path], Confinement] | None = None) -> None:
         self.request = request
+        self.box = box
         self._running: dict[str, Terminal] = {}
         self._ids = itertools.count(1)
 
@@ -357,6 +361,7 @@ class Terminals:
         logs.mkdir(parents=True, exist_ok=True)
         terminal = Terminal(logs / f"{terminal_id}.log", min(limit or TERMINAL_OUTPUT_LIMIT, TERMINAL_OUTPUT_LIMIT))
         full_env = {**os.environ, **self.request.protocol_env(), **self.request.env, **env}
+        confine = self.box(cwd) if self.box is not None else None
 
         def run() -> None:
             terminal.result = run_process(
@@ -367,6 +372,7 @@ class Terminals:
                 merge_stderr=True,
                 cancel=terminal.cancel,
                 term_grace_s=2.0,
+                confine=confine,
             )
 
         terminal.thread = threading.Thread(target=run, name=f"loope-acp-{terminal_id}", daemon=True)

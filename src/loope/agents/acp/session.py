@@ -13,6 +13,7 @@ from typing import IO, Any, cast
 from loope.agents.acp.client import LoopeClient
 from loope.agents.base import AgentRequest
 from loope.proctree import kill_tree
+from loope.sandbox import StepBox
 from loope.spawn import spawn_piped
 
 CANCEL_GRACE_S = 5.0
@@ -35,15 +36,35 @@ class Outcome:
     stderr_tail: str = ""
 
 
-async def drive(argv: list[str], env: dict[str, str], request: AgentRequest, *, client_version: str) -> Outcome:
-    """Run one step's session with the agent ``argv`` starts."""
+async def drive(
+    argv: list[str], env: dict[str, str], request: AgentRequest, *, client_version: str, box: StepBox
+) -> Outcome:
+    """Run one step's session with the agent ``argv`` starts, confined by ``box``.
+
+    The commands the agent runs through loope's terminal get boxes of their own from the same
+    sandbox (and share the agent's /tmp); when the step ends, ``box`` ends what is left of it all.
+    """
+    command, full_env = box.enter(tuple(argv), env)
+    try:
+        return await _session(command, full_env, request, client_version, box)
+    finally:
+        box.close()
+
+
+async def _session(
+    argv: tuple[str, ...], env: dict[str, str], request: AgentRequest, client_version: str, box: StepBox
+) -> Outcome:
     stderr_path = request.step_dir / "stderr.log"
     proc = await spawn_piped(argv, cwd=request.workspace, env=env, stderr_path=stderr_path)
     if isinstance(proc, str):
         return Outcome(None, error=proc)
     assert proc.stdin is not None  # spawn_piped opens both pipes
     assert proc.stdout is not None
-    client = LoopeClient(request)
+
+    def terminal_box(cwd: Path) -> StepBox:
+        return request.sandbox.agent(write=request.mode == "write", cwd=cwd, tmp_of=box)
+
+    client = LoopeClient(request, terminal_box)
     outcome = Outcome(client)
     with (request.step_dir / "transcript.jsonl").open("a", encoding="utf-8") as transcript:
         try:
