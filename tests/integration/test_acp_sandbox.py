@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GATE, Project
+from tests.conftest import GATE, Project, run_file
 from tests.helpers.attacks import BOTH
 from tests.helpers.tree_snapshot import repo_changes, snapshot
 
@@ -90,7 +90,7 @@ def test_an_acp_agent_and_its_terminal_cannot_write_outside_the_workspace_or_lea
     assert leftovers(f"sleep {tag}") == []  # the setsid one and the double-forked one
     run = project.run_json()
     assert run["steps"][0]["ok"], run["steps"][0]["error"]
-    assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert run_file(run, "calc.py") == "def add(a, b):\n    return a + b\n"
     if sandbox == "on":
         assert "wrote:" not in said, said
         assert sorted(p.name for p in beside.iterdir()) == []

@@ -77,6 +77,7 @@ class StepBox:
         self.tmp_of = tmp_of
         """A box whose /tmp this one shares (an ACP agent's, for the commands it runs through loope)."""
         self.tmp: Path | None = None
+        self._borrowed_tmp: Path | None = None
         self.token = reap.new_token()
         self.cgroup: reap.StepCgroup | None = None
 
@@ -85,8 +86,8 @@ class StepBox:
         return self.binary is not None
 
     def enter(self, argv: tuple[str, ...], env: dict[str, str]) -> tuple[tuple[str, ...], dict[str, str]]:
-        shared = self.tmp_of.tmp if self.tmp_of is not None else None
-        self.tmp = shared or Path(tempfile.mkdtemp(prefix="loope-step-"))
+        self._borrowed_tmp = self.tmp_of.tmp if self.tmp_of is not None else None
+        self.tmp = self._borrowed_tmp or Path(tempfile.mkdtemp(prefix="loope-step-"))
         env = {**env, reap.TOKEN_VAR: self.token}
         if self.binary is not None and self.layout is not None:
             policy = self.layout.policy(
@@ -118,7 +119,7 @@ class StepBox:
         self.kill()
         if self.cgroup is not None:
             self.cgroup.remove()
-        if self.tmp is not None and self.tmp_of is None:
+        if self.tmp is not None and self.tmp is not self._borrowed_tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
