@@ -15,10 +15,9 @@ import pytest
 from loope.agents.codex import CodexAgent
 from loope.agents.codex_sandbox import sandbox_problem
 from loope.proc import run_process
-from loope.sandbox import RunSandbox, bwrap
-from loope.sandbox.layout import Layout
+from loope.sandbox import bwrap
 from tests.e2e.conftest import agents_dir
-from tests.unit.adapter_fakes import make_request
+from tests.unit.adapter_fakes import make_request, sandbox_around
 
 BROKEN = "bwrap: No permissions to create a new namespace, likely because the kernel does not allow it"
 
@@ -74,17 +73,9 @@ def test_inside_loopes_sandbox_codex_runs_without_its_own(tmp_path):
     agent = CodexAgent(options={"bin": str(stand_in(tmp_path, sandbox_runs=False))})
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    layout = Layout.of(
-        work_tree=workspace,
-        workspace=workspace,
-        run_dir=tmp_path,
-        project=tmp_path,
-        state_file=workspace / ".loope" / "state.md",
-        tracked=[],
-        protected_patterns=[],
-    )
+    sandbox = sandbox_around(workspace, tmp_path)
     for role in ("implementer", "reviewer"):
-        request = make_request(tmp_path, role=role, sandbox=RunSandbox(layout), step_dir=tmp_path / role)
+        request = make_request(tmp_path, role=role, sandbox=sandbox, step_dir=tmp_path / role)
         request.step_dir.mkdir(parents=True)
         argv = agent.argv(request)
 

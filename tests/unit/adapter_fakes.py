@@ -12,8 +12,25 @@ from pathlib import Path
 from typing import Any
 
 from loope.agents.base import AgentEvent, AgentRequest, AgentResult
+from loope.sandbox import RunSandbox
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
+
+
+def sandbox_around(workspace: Path, run_dir: Path) -> RunSandbox:
+    """A run's sandbox whose workspace is ``workspace`` (nothing tracked or protected in it)."""
+    from loope.sandbox.layout import Layout
+
+    layout = Layout.of(
+        work_tree=workspace,
+        workspace=workspace,
+        run_dir=run_dir,
+        project=run_dir,
+        state_file=workspace / ".loope" / "state.md",
+        tracked=[],
+        protected_patterns=[],
+    )
+    return RunSandbox(layout)
 
 
 def make_request(tmp_path: Path, role: str = "implementer", **overrides: Any) -> AgentRequest:

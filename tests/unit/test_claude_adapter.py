@@ -334,24 +334,14 @@ def test_adapter_info():
 
 
 def test_claude_is_told_it_is_sandboxed_only_when_loopes_sandbox_holds_the_step(tmp_path, monkeypatch):
-    from loope.sandbox import RunSandbox, bwrap
-    from loope.sandbox.layout import Layout
+    from loope.sandbox import bwrap
+    from tests.unit.adapter_fakes import sandbox_around
 
     if not bwrap.support().works:
         pytest.skip(f"needs bubblewrap: {bwrap.support().reason}")
     monkeypatch.delenv("IS_SANDBOX", raising=False)
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    layout = Layout.of(
-        work_tree=workspace,
-        workspace=workspace,
-        run_dir=tmp_path,
-        project=tmp_path,
-        state_file=workspace / ".loope" / "state.md",
-        tracked=[],
-        protected_patterns=[],
-    )
-    sandboxed = make_request(tmp_path, sandbox=RunSandbox(layout))
+    (tmp_path / "workspace").mkdir(exist_ok=True)
+    sandboxed = make_request(tmp_path, sandbox=sandbox_around(tmp_path / "workspace", tmp_path))
     unsandboxed = make_request(tmp_path)
 
     # As root, Claude Code refuses its bypass modes unless told it is sandboxed; only a sandboxed step is.
