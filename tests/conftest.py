@@ -153,6 +153,7 @@ EVENT_TYPES = {
     "verify_finished",
     "metric",
     "review_finished",
+    "selection",
     "decision",
     "critique",
     "iteration_finished",

@@ -46,7 +46,7 @@ def open_store(workdir: Path) -> Any:
 def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     """What ``status`` reports about one run: the record, the runner, the state file."""
     from loope.records.rundir import RUNS, RunDir
-    from loope.records.runview import activity, read_view
+    from loope.records.runview import activity, read_view, selection_summary
 
     rundir = RunDir(workdir / RUNS / run_id)
     record = rundir.read_json("run.json")
@@ -85,6 +85,7 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
             "state_file": str(state_path) if state_path is not None else None,
         },
         "activity": activity(view) if status == "running" else None,
+        "selection": selection_summary(view.selection) if view.selection else None,
         "frontmatter": state.frontmatter if state else {},
         "state_problem": state.problem if state else "run.json names no workspace, so no state file",
         "state_notes": state.notes if state and state.status == "blocked" else None,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from loope.records.model import Best, FileChange, Totals, WorkspaceInfo, now_iso
+from loope.records.rounds import CandidateResult
 from loope.records.serial import to_data
 
 if TYPE_CHECKING:
@@ -129,6 +130,8 @@ class StepStarted(Event):
     model: str | None = None
     index: int | None = None
     """1, 2, … when agents of one role share an adapter in one iteration (two ``exec`` reviewers)."""
+    candidate: int | None = None
+    """The candidate (1…N) the step works for, when several race in the iteration."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +161,8 @@ class StepFinished(Event):
     violations: list[str]
     input_tokens: int = 0
     output_tokens: int = 0
+    candidate: int | None = None
+    """The candidate (1…N) the step worked for, when several raced in the iteration."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,6 +252,8 @@ class VerifyFinished(Event):
     """The runner's closing summary line, when it printed one."""
     output_tail: list[str] = field(default_factory=list)
     """The last lines of a failed gate's output."""
+    candidate: int | None = None
+    """The candidate (1…N) whose workspace the gate checked, when several raced."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -276,6 +283,18 @@ class ReviewFinished(Event):
     type: ClassVar[str] = "review_finished"
     iteration: int
     verdicts: list[ReviewerVerdict]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Selection(Event):
+    """The candidates of an iteration ranked: the winner is kept, the others stay under their refs."""
+
+    type: ClassVar[str] = "selection"
+    iteration: int
+    winner: int
+    why: str
+    candidates: list[CandidateResult]
+    """Every candidate, best first, with why it lost."""
 
 
 @dataclass(frozen=True, kw_only=True)

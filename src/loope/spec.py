@@ -14,8 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from loope.enums import Direction, SandboxMode, Switch, WorkspaceMode
 from loope.errors import LoopeError, clip
 from loope.text import parse_duration
+from loope.text import parse_min_improvement as parse_min_improvement  # noqa: PLC0414 - re-exported for its importers
 
 GOAL_LIMIT = 100_000
+MAX_CANDIDATES = 16
 
 PRESETS: dict[str, dict[str, Any]] = {
     "claude-codex": {"implementer": "claude", "reviewers": ["codex"]},
@@ -56,6 +58,16 @@ class LoopSpec(BaseModel):
 
     implementer: str = "claude"
     """The agent that writes the change."""
+    race: list[str] = Field(default_factory=list)
+    """Different implementers racing each iteration (``--implementer`` given more than once)."""
+    candidates: int = Field(default=1, ge=1, le=MAX_CANDIDATES)
+    """Candidates per iteration (per agent of a race): forks of the kept state, the best is kept."""
+    jobs: int | None = Field(default=None, ge=1, le=64)
+    """The candidates' gates and metrics that run at once at most (default: the number of CPUs)."""
+    review_candidates: int = Field(default=1, ge=1, le=MAX_CANDIDATES)
+    """Passing candidates the reviewers look at, best first, while they block."""
+    diversify: bool = False
+    """Tell each candidate it is one of N and to try an approach unlike the ideas tried before."""
     reviewers: list[str] = Field(default_factory=lambda: ["codex"])
     """Read-only agents that return VERDICT: PASS or BLOCK; run in parallel after the gate passed."""
     design: bool = False
@@ -216,6 +228,16 @@ class LoopSpec(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _candidate_count(self) -> LoopSpec:
+        count = len(self.candidate_agents)
+        if count > MAX_CANDIDATES:
+            raise ValueError(
+                f"{count} candidates per iteration is more than {MAX_CANDIDATES};"
+                " give fewer --implementer or a smaller --candidates"
+            )
+        return self
+
     def agent_options(self, name: str) -> dict[str, Any]:
         options: dict[str, Any] = self.agents[name].model_dump() if name in self.agents else {}
         options["prices"] = {k: list(v) for k, v in self.prices.items()}
@@ -225,25 +247,17 @@ class LoopSpec(BaseModel):
     def metric_mode(self) -> bool:
         return bool(self.metric_cmd)
 
+    @property
+    def candidate_agents(self) -> list[str]:
+        """The implementer of each candidate, 1…N; a single one when nothing races."""
+        return [agent for agent in self.race or [self.implementer] for _ in range(self.candidates)]
+
 
 _METRIC_ONLY = ("direction", "target", "patience", "metric_repeat", "min_improvement")
 
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
-
-
-def parse_min_improvement(text: str) -> tuple[float, bool]:
-    """(amount, relative) from ``0.5`` or ``2%``."""
-    raw = str(text).strip()
-    relative = raw.endswith("%")
-    try:
-        amount = float(raw.rstrip("%"))
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number or a percentage such as 0.5 or 2%") from None
-    if amount < 0:
-        raise ValueError("cannot be negative")
-    return (amount / 100 if relative else amount), relative
 
 
 # -- layering -------------------------------------------------------------------------------------
@@ -284,6 +298,9 @@ def _normalize(layer: Mapping[str, Any]) -> dict[str, Any]:
         name = _ALIASES.get(key.replace("-", "_"), key.replace("-", "_"))
         if name == "reviewers" and isinstance(value, str):
             out[name] = [v.strip() for v in value.split(",") if v.strip()]
+        elif name == "implementer" and isinstance(value, list | tuple):
+            out.update({"implementer": value[0]} if value else {})
+            out.update({"race": list(value)} if len(value) > 1 else {})
         else:
             out[name] = value
     preset = out.pop("preset", None)
@@ -334,11 +351,12 @@ def build_spec(
 
 
 def _dry_run(layers: Mapping[str, Any]) -> dict[str, Any]:
-    real = [layers.get("implementer", "claude"), *(layers.get("reviewers", ["codex"]) or [])]
+    real = [*(layers.get("race") or [layers.get("implementer", "claude")]), *(layers.get("reviewers", ["codex"]) or [])]
     real += [layers[role] for role in ("designer", "verifier", "critic") if layers.get(role)]
     stubbed: dict[str, Any] = {
         "dry_run_agents": list(dict.fromkeys(str(a) for a in real)),
         "implementer": "stub",
+        "race": ["stub"] * len(layers.get("race") or []),
         # One stub step per configured reviewer: the dry run checks the real roster's shape.
         "reviewers": ["stub"] * len(layers.get("reviewers", ["codex"]) or []),
     }

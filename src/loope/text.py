@@ -82,3 +82,16 @@ def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
     if seconds <= 0:
         raise LoopeError(f"{what}: must be more than zero (got {text!r})")
     return seconds
+
+
+def parse_min_improvement(text: str) -> tuple[float, bool]:
+    """(amount, relative) from ``0.5`` or ``2%``."""
+    raw = str(text).strip()
+    relative = raw.endswith("%")
+    try:
+        amount = float(raw.rstrip("%"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number or a percentage such as 0.5 or 2%") from None
+    if amount < 0:
+        raise ValueError("cannot be negative")
+    return (amount / 100 if relative else amount), relative

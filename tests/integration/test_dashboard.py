@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import one_error_line
+from tests.conftest import GATE, one_error_line
+from tests.integration.test_candidates import SECOND_FIXES
 from tests.integration.test_control import DONE, finished, marks, runners, wait_for, waiting
 from tests.integration.test_metric_mode import METRIC, scored
 
@@ -257,6 +258,28 @@ def test_the_metric_chart_has_one_mark_per_attempt(scored, agent_script, cli, da
     until(browser, lambda d: d.find_elements("css selector", '#step-file pre[data-file="prompt.md"]'), "the prompt")
     assert "lower the score" in browser.find_element("id", "step-file").text
     screenshot(browser, tmp_path, "dashboard-run.png")
+
+
+def test_a_raced_iteration_shows_its_candidates_with_the_winner_marked(project, agent_script, cli, dash):
+    agent = agent_script(SECOND_FIXES)
+    result = cli(
+        "run", "fix add", "--implementer", agent, "--candidates", "2", "--no-review", "--verify-cmd", GATE,
+        "--max-iters", "1", "--plain", cwd=project.path,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.out + result.err
+    rundir = project.runs()[-1]
+    server = dash.serve(project.path)
+    dash.browser.get(f"{server.url}runs/0/{rundir.name}")
+    until(dash.browser, lambda d: d.find_elements("css selector", "#candidates tr.candidate"), "the candidates")
+    rows = dash.browser.find_elements("css selector", "#candidates tr.candidate")
+    assert [(r.get_attribute("data-candidate"), r.get_attribute("class")) for r in rows] == [
+        ("2", "candidate winner"),
+        ("1", "candidate"),
+    ]
+    assert rows[0].text.startswith("★ 1.2")
+    assert "lost: its gate failed" in rows[1].text
+    assert dash.browser.find_elements("css selector", 'tr.step[data-step="01-implementer-exec-c1"]')
+    screenshot(dash.browser, dash.shots, "dashboard-candidates.png")
 
 
 class _Attacker(BaseHTTPRequestHandler):

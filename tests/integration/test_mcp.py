@@ -20,7 +20,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.conftest import FIX, FIXED_CALC, GATE, Project, gone
+from tests.conftest import CALC, FIX, FIXED_CALC, GATE, Project, gone
 
 DEADLINE_S = 90.0
 TOOLS = ["loope_start", "loope_status", "loope_list", "loope_show", "loope_stop", "loope_apply"]
@@ -406,5 +406,23 @@ def test_a_waiting_status_reports_progress_to_a_caller_that_asked(project: Proje
         assert (total, message) == (120, f"{started['loop_id']} running, 0 iteration(s) finished")
         assert [t[0] for t in told] == sorted(t[0] for t in told)
         await loope.finished(started["loop_id"])
+
+    serve(project.path, scenario)
+
+
+def test_a_race_started_over_mcp_keeps_the_passing_candidate(project: Project, agent_script) -> None:
+    broken = agent_script("pathlib.Path('calc.py').write_text('def add(a, b):\\n    return 0\\n')\nprint('zero')\n")
+    fixed = agent_script(FIX)
+
+    async def scenario(loope: Loope) -> None:
+        started = await loope.call(
+            "loope_start", goal="fix add", implementers=[broken, fixed], verify_command=GATE, max_iterations=1
+        )
+        assert started["candidates"] == [broken, fixed]
+        await loope.finished(started["loop_id"])
+        shown = await loope.call("loope_show", loop_id=started["loop_id"])
+        (round_,) = shown["run"]["rounds"]
+        assert (round_["winner"], round_["candidates"][0]["gate_passed"]) == (2, True)
+        assert project.read("calc.py") == CALC  # not applied yet
 
     serve(project.path, scenario)

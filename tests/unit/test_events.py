@@ -56,7 +56,7 @@ def test_a_line_is_ts_run_id_type_then_the_fields_in_order():
         '{"ts": "2026-01-01T00:00:00.000Z", "run_id": "0001-x", "type": "verify_finished", "step": 3,'
         ' "iteration": 1, "command": "pytest", "passed": false, "exit_code": 1, "timed_out": false,'
         ' "failures": [{"test": "tests/test_a.py::test_a", "message": "assert 1 == 2"}], "duration_s": 0.5,'
-        ' "failing": 1, "summary": "1 failed in 0.1s", "output_tail": ["E  assert 1 == 2"]}'
+        ' "failing": 1, "summary": "1 failed in 0.1s", "output_tail": ["E  assert 1 == 2"], "candidate": null}'
     )
 
 

@@ -23,7 +23,12 @@ from loope.workspace import apply as landing
 @click.option("--force", is_flag=True, help="Overwrite files changed since the run started.")
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option("--commit", is_flag=True, help="Also commit the change on the current branch, as one commit.")
-def apply(run_ref: str, workdir: Path | None, *, delete: bool, force: bool, dry_run: bool, commit: bool) -> int:
+@click.option(
+    "--candidate", metavar="N.I", help="Land candidate I of iteration N instead (loope show RUN --candidates)."
+)
+def apply(
+    run_ref: str, workdir: Path | None, *, delete: bool, force: bool, dry_run: bool, commit: bool, candidate: str | None
+) -> int:
     """Land RUN's changes: added and changed files, deletions only with --delete."""
 
     here = project_dir(None)
@@ -39,7 +44,7 @@ def apply(run_ref: str, workdir: Path | None, *, delete: bool, force: bool, dry_
     target = project_dir(workdir or record.workdir)
     if record.status == "running":
         raise LoopeError(f"run {record.run_id} is still running; wait for it or `loope stop {record.run_id}`")
-    git, planned = landing.plan_run(record, target, delete=delete, force=force)
+    git, planned = landing.plan_run(record, target, delete=delete, force=force, candidate=candidate)
     if not planned:
         click.echo(f"run {record.run_id} changed no files; nothing to apply")
         return 0

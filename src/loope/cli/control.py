@@ -25,6 +25,8 @@ def _print_status(info: dict[str, Any]) -> None:
     if loop.get("waiting_text"):
         click.echo(f"  {loop['waiting_text']}")
     _print_activity(info.get("activity"), waiting_shown=bool(loop.get("waiting_text")))
+    if chosen := info.get("selection"):
+        click.echo(f"  iteration {chosen['iteration']}: candidate {chosen['winner']} won ({chosen['why']})")
     if loop.get("stop_requested") and loop["status"] == "running":
         click.echo("  stop requested: it stops before its next step")
     if loop.get("last_error"):

@@ -21,7 +21,14 @@ from loope.errors import LoopeError
 @click.option(
     "--implementer",
     metavar="A",
-    help="The writing agent: claude, codex:gpt-5, exec:./fix.sh … [default: claude]",
+    multiple=True,
+    help="The writing agent: claude, codex:gpt-5, exec:./fix.sh … (repeat it to race agents) [default: claude]",
+)
+@click.option("--candidates", type=int, metavar="N", help="Candidates per iteration (per raced agent). [default: 1]")
+@click.option("--jobs", type=int, metavar="J", help="Candidates' gates run at once at most. [default: CPUs]")
+@click.option("--diversify", is_flag=True, default=None, help="Ask each candidate for an approach of its own.")
+@click.option(
+    "--review-candidates", type=int, metavar="K", help="Passing candidates reviewed while reviewers block. [default: 1]"
 )
 @click.option(
     "--reviewer",
@@ -102,7 +109,7 @@ def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool,
 
     workdir = (flags.pop("workdir") or Path(project_root())).expanduser()
     flags["reviewers"] = _reviewers(flags.pop("reviewer"), flags.pop("reviewers"))
-    for key in ("editable", "protect", "notify", "sandbox_writable"):
+    for key in ("implementer", "editable", "protect", "notify", "sandbox_writable"):
         flags[key] = list(flags[key]) or None
     flags["goal"] = _goal(goal, goal_file)
     spec = build_spec(flags, workdir)

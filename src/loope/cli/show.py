@@ -20,13 +20,17 @@ TRANSCRIPT_LINES = 40
 @click.option("--diff", "diff", is_flag=True, help="The cumulative diff of the run.")
 @click.option("--json", "json_", is_flag=True, help="run.json as it is.")
 @click.option("--step", "step", type=int, metavar="N", help="Step N's prompt, result and the end of its transcript.")
+@click.option("--candidates", "candidates", is_flag=True, help="Every candidate of every raced iteration.")
 @workdir_option
-def show(run_ref: str, diff: bool, json_: bool, step: int | None, workdir: Path | None) -> int:
+def show(run_ref: str, *, diff: bool, json_: bool, step: int | None, candidates: bool, workdir: Path | None) -> int:
     """Show RUN (an id or a unique prefix such as 0007); a running run shows what it has changed so far."""
 
     rundir = find_run(project_dir(workdir), run_ref)
     data = rundir.read_json("run.json")
-    if step is not None:
+    if candidates:
+        rounds = data.get("rounds") or []
+        click.echo(json.dumps(rounds, indent=2, ensure_ascii=False) if json_ else candidates_text(data).rstrip("\n"))
+    elif step is not None:
         click.echo(step_text(rundir.root, step).rstrip("\n"))
     elif json_:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
@@ -81,3 +85,24 @@ def step_text(root: Path, number: int) -> str:
     if len(parts) == 1:
         parts.append("(nothing recorded yet)")
     return "\n".join(parts) + "\n"
+
+
+def candidates_text(data: dict[str, Any]) -> str:
+    """One line per candidate of each raced iteration: its place, checks, why it won or lost, how to land it."""
+    rounds = data.get("rounds") or []
+    if not rounds:
+        return f"run {data['run_id']} raced no candidates (loope run --candidates N, or --implementer given twice)\n"
+    short = str(data["run_id"]).split("-", 1)[0]
+    lines = []
+    for found in rounds:
+        lines.append(f"iteration {found['iteration']}: candidate {found['winner']} won ({found.get('why')})")
+        for c in found.get("candidates") or []:
+            gate = {True: "gate passed", False: "gate failed", None: "no gate"}[c.get("gate_passed")]
+            score = "" if c.get("score") is None else f", score {c['score']:g}"
+            name = f"{found['iteration']}.{c['candidate']}"
+            lines.append(
+                f"  {c['rank']}. {name} {c['agent']}: {gate}{score}, {c.get('diff_lines', 0)} line(s) — {c['why']}"
+            )
+            if c.get("ref"):
+                lines.append(f"     {c['ref']} · loope apply {short} --candidate {name}")
+    return "\n".join(lines) + "\n"

@@ -14,21 +14,23 @@ from loope.agents.base import Agent
 from loope.engine import finish, setup
 from loope.engine.baseline import check_commands, gate_baseline, needs_baseline
 from loope.engine.bus import EventBus
+from loope.engine.candidates import Race
 from loope.engine.decide import IterationDecision, Rules, decide
 from loope.engine.feedback import compose, feedback_key
 from loope.engine.metric_search import MetricSearch
-from loope.engine.prompts import PromptContext, context_for, read_optional, review_inputs
+from loope.engine.prompts import PromptContext, context_for, read_optional
 from loope.engine.recorders import EventsFile, ReportWriter
-from loope.engine.results import IterationResults
+from loope.engine.results import Attempted, IterationResults
 from loope.engine.resume import rewind
+from loope.engine.reviews import review
 from loope.engine.roster import NO_SERVICES, Agents, Services
 from loope.engine.run import BadInput, Halt, RunnerLock, RunState
 from loope.engine.sandboxing import run_sandbox
 from loope.engine.segments import MoreBudget, reopen_state
-from loope.engine.steps import AgentStep, StepRunner, verdicts_of
+from loope.engine.steps import AgentStep, StepRunner
 from loope.enums import Role, StepKind, StopReason
 from loope.errors import LoopeError
-from loope.events import Critique, IterationFinished, IterationStarted, ReviewFinished
+from loope.events import Critique, IterationFinished, IterationStarted
 from loope.records import ledger, state_file
 from loope.records.anchor import RunDirAnchor
 from loope.records.model import RunRecord, json_safe
@@ -129,6 +131,7 @@ class Engine:
         run.sandbox = run_sandbox(run, self.sandbox, self.guard)
         self.steps = StepRunner(run, self.guard)
         self.metric = MetricSearch(run, self.steps, self.guard)
+        self.race = Race.of(run, self.guard, self.agents, self.metric, context=self._context, review=self._review)
         self.contract = setup.read_contract(rundir)
         return run
 
@@ -181,24 +184,26 @@ class Engine:
         self.bus.emit(IterationStarted(iteration=n, max_iters=spec.max_iters))
         context = self._context(n)
         run.loop.critique = ""  # a critique goes into the next iteration's prompt only
-        # The step runner guards a writing step: protected changes are undone, the rest committed.
-        impl = self._agent(self.agents.implementer, Role.IMPLEMENTER, n, context.implementer())
-        agent_state = state_file.read(run.state_file, run.record.run_id)
-        run.record.state = json_safe(agent_state.frontmatter)
-        gate = self._gate(n)
-        passed = gate is None or gate.passed
-        measured = self.metric.score(n) if spec.metric_mode and passed else None
-        reviews = self._review(n, context, gate) if passed else []
-        success = self._success(n) if spec.success_cmd and not spec.dry_run else None
-        results = IterationResults(n, impl, agent_state, gate, measured, reviews, success)
+        won = self.race.round(n, context) if self.race else self._implement(n, context)
+        run.record.state = json_safe(won.agent_state.frontmatter)
+        results = won.results(n, self._success(n) if spec.success_cmd and not spec.dry_run else None)
         decision = self._decide(results)
         self._record(results, decision)
         if decision.stop is not None:
             raise Halt(decision.stop, decision.why)
 
-    def _context(self, n: int) -> PromptContext:
-        protect = self.guard.protected_patterns
-        return context_for(self.run_state, n, contract=self.contract, memories=self.memories, protect=protect)
+    def _implement(self, n: int, context: PromptContext) -> Attempted:
+        """One implementer (guarded by the step runner: protected changes undone, the rest committed), its checks."""
+        impl = self._agent(self.agents.implementer, Role.IMPLEMENTER, n, context.implementer())
+        agent_state = state_file.read(self.run_state.state_file, self.run_state.record.run_id)
+        gate = self._gate(n)
+        passed = gate is None or gate.passed
+        measured = self.metric.score(n) if self.spec.metric_mode and passed else None
+        return Attempted(impl, agent_state, gate, measured, self._review(n, context, gate) if passed else [])
+
+    def _context(self, n: int, run: RunState | None = None) -> PromptContext:
+        protect, run = self.guard.protected_patterns, run or self.run_state
+        return context_for(run, n, contract=self.contract, memories=self.memories, protect=protect)
 
     def _agent(self, agent: Agent, role: Role, n: int, prompt: str) -> AgentStep:
         self.run_state.precheck()
@@ -214,16 +219,11 @@ class Engine:
             raise Halt(StopReason.STOPPED, "stop requested during the verify command")
         return gate.report()
 
-    def _review(self, n: int, context: PromptContext, gate: GateReport | None) -> list[AgentStep]:
-        agents = self.agents.reviewing()
-        if not agents:
-            return []
-        self.run_state.precheck()
-        changes, gate_summary = review_inputs(self.run_state.workspace, gate)
-        prompts = [context.reviewer(changes, gate_summary, verifier=role == Role.VERIFIER) for _, role in agents]
-        steps = [self.steps.checked(step) for step in self.steps.reviews(agents, n, prompts)]
-        self.bus.emit(ReviewFinished(iteration=n, verdicts=verdicts_of(steps)))
-        return steps
+    def _review(
+        self, n: int, context: PromptContext, gate: GateReport | None, runner: StepRunner | None = None
+    ) -> list[AgentStep]:
+        """The reviewers and the agent verifier, on the run's workspace or (``runner``) a candidate's."""
+        return review(runner or self.steps, self.agents.reviewing(), n, context, gate)
 
     def _success(self, n: int) -> GateReport:
         run, command = self.run_state, self.spec.success_cmd

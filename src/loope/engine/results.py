@@ -10,9 +10,37 @@ from loope.engine.run import RunState
 from loope.engine.steps import AgentStep
 from loope.events import Decision
 from loope.records import ledger
+from loope.records.rounds import Round
 from loope.records.state_file import State
 from loope.verify.metric import Measurement
 from loope.verify.report import GateReport
+
+
+@dataclass(frozen=True)
+class Attempted:
+    """What an iteration's implementer and checks produced: one implementer's, or a round's winner's."""
+
+    implementer: AgentStep
+    agent_state: State
+    gate: GateReport | None
+    measured: Measurement | None
+    reviews: list[AgentStep]
+    raced: Round | None = None
+    notes: tuple[str, ...] = ()
+    """One line per losing candidate (what it tried, why it lost), for the next prompt."""
+
+    def results(self, iteration: int, success: GateReport | None) -> IterationResults:
+        return IterationResults(
+            iteration,
+            self.implementer,
+            self.agent_state,
+            self.gate,
+            self.measured,
+            self.reviews,
+            success,
+            self.raced,
+            self.notes,
+        )
 
 
 @dataclass(frozen=True)
@@ -29,6 +57,10 @@ class IterationResults:
     """Reviewers and the agent verifier, once the gate passed."""
     success: GateReport | None
     """The success command, when there is one."""
+    raced: Round | None = None
+    """How the iteration's candidates did, when several raced."""
+    notes: tuple[str, ...] = ()
+    """More for the next prompt (the candidates that lost, and why)."""
 
     @property
     def score(self) -> float | None:
@@ -46,7 +78,7 @@ class IterationResults:
             blockers=self.blockers(),
             violations=self.implementer.record.violations + [v for s in self.reviews for v in s.record.violations],
             success=self.success,
-            notes=[f"Note: {problem}; keep the frontmatter valid."] if problem else [],
+            notes=[*([f"Note: {problem}; keep the frontmatter valid."] if problem else []), *self.notes],
         )
 
     def outcome(self, run: RunState, *, fresh_feedback: bool) -> Outcome:
@@ -91,4 +123,5 @@ class IterationResults:
             violations=list(decision.findings.violations),
             reviews={s.record.adapter: s.record.verdict or "failed" for s in self.reviews},
             steps=[s for s in run.record.steps if s.iteration == self.iteration],
+            raced=self.raced,
         )

@@ -15,6 +15,7 @@ from loope.records import ledger
 from loope.records.atomic import write_text
 from loope.records.model import RunRecord, StepRecord, Totals, WorkspaceInfo
 from loope.records.rundir import RunDir
+from loope.workspace import fork
 from loope.workspace.branch import drop_branch
 from loope.workspace.git import safe_command, safe_env
 from loope.workspace.retire import recreate
@@ -40,8 +41,10 @@ def rewind(rundir: RunDir, record: RunRecord) -> Workspace:
     moved = _set_aside(rundir, max((s.id for s in kept), default=0))
     record.discarded_steps += _spent([s for s in record.steps if s.iteration > done], moved, rundir, record)
     workspace.reset(record.completed_head or workspace.base)
+    fork.remove(workspace, rundir.root)  # a round cut short is discarded as a whole
     _truncate_ledger(rundir, done)
     record.steps = kept
+    record.rounds = [r for r in record.rounds if r.iteration <= done]
     record.totals = Totals()
     for step in [*kept, *record.discarded_steps]:
         record.totals.add(step)

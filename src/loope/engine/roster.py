@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from loope.agents import registry
@@ -55,10 +55,12 @@ class Agents:
     designer: Agent | None
     verifier: Agent | None
     critic: Agent | None
+    candidates: list[Agent] = field(default_factory=list)
+    """One implementer per candidate when several race each iteration (empty otherwise)."""
 
     def all(self) -> list[Agent]:
         extra = [a for a in (self.designer, self.verifier, self.critic) if a is not None]
-        return [self.implementer, *self.reviewers, *extra]
+        return [self.implementer, *self.candidates, *self.reviewers, *extra]
 
     def reviewing(self) -> list[tuple[Agent, Role]]:
         """The agents that read an iteration's work once its gate passed: the reviewers, then the agent verifier."""
@@ -86,10 +88,12 @@ class Agents:
 
         implementer = make(spec.implementer)
         assert implementer is not None
+        racing = len(spec.candidate_agents) > 1
         return cls(
             implementer=implementer,
             reviewers=[a for a in (make(r) for r in spec.reviewers) if a is not None],
             designer=make(spec.designer or spec.implementer) if spec.design else None,
             verifier=make(spec.verifier),
             critic=make(spec.critic),
+            candidates=[a for a in map(make, spec.candidate_agents) if a is not None] if racing else [],
         )

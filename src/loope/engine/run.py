@@ -54,6 +54,10 @@ class RunState:
     next_step: int = 0
     """The number the next step gets (0: after the record's last step)."""
     started: float = field(default_factory=time.monotonic)
+    candidate: int | None = None
+    """In a candidate's view of the run (engine/candidates.py): which one, 1…N."""
+    candidates: int = 1
+    """How many candidates race in each iteration."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _writer: RunJsonWriter | None = None
 

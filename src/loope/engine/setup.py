@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 from loope.engine.resume import abandon
 from loope.engine.roster import Agents
@@ -141,24 +142,32 @@ def refuse_finished(record: RunRecord) -> None:
 
 def guard_for(run: RunState) -> Guard:
     """The run's guard, with spec.json and the runner-owned files sealed as they are now."""
-    spec, rundir = run.spec, run.rundir
-    guard = Guard(
+    rundir = run.rundir
+    guard = _guard(run, user_repo=toplevel(run.spec.workdir), run_id=rundir.run_id, run_dir=rundir.root)
+    guard.seal(rundir / "spec.json", (rundir / "spec.json").read_bytes())
+    for name in RUNNER_FILES:
+        path = rundir / name
+        guard.seal(path, path.read_bytes() if path.exists() else None)
+    return guard
+
+
+def candidate_guard(run: RunState, owner: Guard) -> Guard:
+    """A candidate's guard: its own tree's rules; the git dirs and run dir are watched by the run's guard."""
+    return _guard(run, watch_outside=False, run_dir_guard=owner.run_dir)
+
+
+def _guard(run: RunState, **where: Any) -> Guard:
+    spec = run.spec
+    return Guard(
         run.workspace,
         protect=spec.protect,
         editable=spec.editable,
         commands=[spec.verify_cmd],
         metric=spec.metric_cmd,
         state_file=run.state_file,
-        user_repo=toplevel(spec.workdir),
-        run_id=rundir.run_id,
         gate=spec.verify_cmd or spec.metric_cmd,
-        run_dir=rundir.root,
+        **where,
     )
-    guard.seal(rundir / "spec.json", (rundir / "spec.json").read_bytes())
-    for name in RUNNER_FILES:
-        path = rundir / name
-        guard.seal(path, path.read_bytes() if path.exists() else None)
-    return guard
 
 
 def read_contract(rundir: RunDir) -> str | None:

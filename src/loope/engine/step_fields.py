@@ -1,10 +1,15 @@
-"""What a finished step's record says elsewhere: the fields its ``step_finished`` event shares, its commit message."""
+"""What a step's record says elsewhere: the fields its ``step_finished`` event shares, its commit message, its
+adapter's name, and what tells apart agents that share an adapter (two exec reviewers, N candidates)."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from loope.records.model import FileChange, StepRecord
+
+if TYPE_CHECKING:
+    from loope.agents.base import Agent
+    from loope.enums import Role
 
 
 class StepFields(TypedDict):
@@ -20,6 +25,7 @@ class StepFields(TypedDict):
     output_tokens: int
     files: list[FileChange]
     violations: list[str]
+    candidate: int | None
 
 
 def finished_fields(record: StepRecord, changes: list[FileChange] | None = None) -> StepFields:
@@ -37,6 +43,7 @@ def finished_fields(record: StepRecord, changes: list[FileChange] | None = None)
         "output_tokens": record.output_tokens,
         "files": list(changes or []),
         "violations": list(record.violations),
+        "candidate": record.candidate,
     }
 
 
@@ -49,3 +56,18 @@ def commit_message(text: str, fallback: str) -> str:
     subject = lines[0] if len(lines[0]) <= 72 else lines[0][:71].rstrip() + "…"
     body = "\n".join(lines[1:12]).strip()
     return f"{subject}\n\n{body}" if body else subject
+
+
+def repeat_indexes(agents: list[tuple[Agent, Role]]) -> list[int | None]:
+    """1, 2, … for agents whose role and adapter repeat in ``agents``; None for the others."""
+    keys = [(role, agent.label) for agent, role in agents]
+    return [keys[: i + 1].count(key) if keys.count(key) > 1 else None for i, key in enumerate(keys)]
+
+
+def adapter_name(agent: Agent) -> str:
+    return f"{agent.label}:{agent.model}" if agent.model else agent.label
+
+
+def candidate_env(candidate: int | None, count: int) -> dict[str, str]:
+    """What an agent of candidate ``candidate`` (of ``count``) is told in its environment (nothing outside a race)."""
+    return {} if candidate is None else {"LOOPE_CANDIDATE": str(candidate), "LOOPE_CANDIDATES": str(count)}

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from loope.agents.base import Agent, AgentEvent, AgentRequest, AgentResult, mode_for
-from loope.agents.verdict import Verdict, finding_lines, parse_verdict
+from loope.agents.verdict import Verdict, parse_verdict
 from loope.engine.cutshort import Tally, why_cut
 from loope.engine.retry import Attempts, limit_detail
 from loope.engine.run import Halt, RunState
-from loope.engine.step_fields import commit_message, finished_fields
+from loope.engine.step_fields import adapter_name, candidate_env, commit_message, finished_fields, repeat_indexes
 from loope.enums import Role, StepKind, StopReason
 from loope.events import (
     AgentActivity,
@@ -23,7 +23,6 @@ from loope.events import (
     Failure,
     GuardViolations,
     MetricStepFinished,
-    ReviewerVerdict,
     StepStarted,
     SuccessFinished,
     VerifyFinished,
@@ -63,8 +62,12 @@ class StepRunner:
 
     def agent(self, agent: Agent, role: Role, iteration: int, prompt: str) -> AgentStep:
         """Run one agent step; a writing step's changes are guarded and committed."""
-        self.guard.before_step(confined=self._confined(agent))
-        step = self._invoke(agent, role, iteration, prompt)
+        self.guard.before_step(confined=self.confined(agent))
+        return self.settle(self.invoke(agent, role, iteration, prompt), agent)
+
+    def settle(self, step: AgentStep, agent: Agent) -> AgentStep:
+        """Guard what an agent step left; a writing step's changes are committed; record the step."""
+        role, iteration = Role(step.record.role), step.record.iteration
         violations, kept = self.guard.enforce()
         if mode_for(role) == "write":
             old = self.run.workspace.head
@@ -83,11 +86,11 @@ class StepRunner:
         """Run read-only agents in parallel; each result carries its parsed verdict."""
         if not agents:
             return []
-        self.guard.before_step(confined=all(self._confined(agent) for agent, _ in agents))
+        self.guard.before_step(confined=all(self.confined(agent) for agent, _ in agents))
         with ThreadPoolExecutor(max_workers=len(agents), thread_name_prefix="loope-review") as pool:
             futures = [
-                pool.submit(self._invoke, agent, role, iteration, prompt, share=len(agents), index=index)
-                for (agent, role), prompt, index in zip(agents, prompts, _indexes(agents), strict=True)
+                pool.submit(self.invoke, agent, role, iteration, prompt, share=len(agents), index=index)
+                for (agent, role), prompt, index in zip(agents, prompts, repeat_indexes(agents), strict=True)
             ]
             try:
                 steps = [f.result() for f in futures]
@@ -107,10 +110,12 @@ class StepRunner:
             self._finish(step, violations if index == 0 else [])
         return steps
 
-    def _invoke(
+    def invoke(
         self, agent: Agent, role: Role, iteration: int, prompt: str, *, share: int = 1, index: int | None = None
     ) -> AgentStep:
-        """Run one agent; ``share``: how many run at once, splitting the remaining budget between them.
+        """Run one agent, not yet guarded nor recorded (:meth:`settle` does both for a writer).
+
+        ``share``: how many run at once, splitting the remaining budget between them.
 
         ``index`` tells apart agents of one role that share an adapter (two ``exec`` reviewers).
         """
@@ -130,6 +135,7 @@ class StepRunner:
                 dir=rel,
                 model=agent.model,
                 index=index,
+                candidate=run.candidate,
             )
         )
 
@@ -156,13 +162,17 @@ class StepRunner:
             max_budget_usd=None if remaining is None else remaining / share,
             isolate_home=run.spec.isolate_home,
             sandbox=run.sandbox,
+            env=candidate_env(run.candidate, run.candidates),
             cancel=run.cancel,
             on_event=on_event,
             on_spawn=pid_recorder(step_dir),
             may_write=self.guard.refusal,
         )
         started = time.monotonic()
-        record = StepRecord(id=number, iteration=iteration, role=role, adapter=_adapter_name(agent), dir=rel)
+        record = StepRecord(
+            id=number, iteration=iteration, role=role, adapter=adapter_name(agent), dir=rel, candidate=run.candidate
+        )
+        record.started_at = now_iso()
         result: AgentResult | None = None
         try:
             result = self.attempts.run_agent(agent, request, step=number, adapter=agent.label)
@@ -174,7 +184,7 @@ class StepRunner:
             record.duration_s = round(time.monotonic() - started, 3)
             self._record_quietly(spent.record(record, why_cut(exc)))
             raise
-        record.ok, record.error = result.ok, result.error
+        record.ok, record.error, record.finished_at = result.ok, result.error, now_iso()
         record.duration_s = round(time.monotonic() - started, 3)
         record.cost_usd, record.cost_estimated, record.cost_known = (
             result.cost_usd,
@@ -186,7 +196,7 @@ class StepRunner:
         record.attempts = result.attempts
         return AgentStep(record, result, step_dir)
 
-    def _confined(self, agent: Agent) -> bool:
+    def confined(self, agent: Agent) -> bool:
         """Whether ``agent``'s step runs in loope's sandbox (an adapter may start its processes outside it)."""
         return self.run.sandbox.enabled and bool(getattr(agent, "runs_in_sandbox", True))
 
@@ -197,6 +207,10 @@ class StepRunner:
             for log in self.guard.logs:
                 log.verify()  # back in its place (or made again): the run's events go on there
             raise Halt(StopReason.STEP_FAILED, moved)
+
+    def record_cut(self, step: AgentStep) -> None:
+        """Record an agent step that ran but is not settled: its round was cut short."""
+        self._record_quietly(step.record)
 
     def _record_quietly(self, record: StepRecord) -> None:
         """Record a step cut short; a disk too full to save it now leaves it for the run's last save."""
@@ -267,13 +281,21 @@ class StepRunner:
         number, step_dir = self.run.new_step(Role.VERIFIER, kind)
         self.guard.own(step_dir)
         rel = str(step_dir.relative_to(self.run.rundir.root))
-        self.run.bus.emit(StepStarted(step=number, iteration=iteration, role=Role.VERIFIER, adapter=kind, dir=rel))
+        candidate = self.run.candidate
+        self.run.bus.emit(
+            StepStarted(
+                step=number, iteration=iteration, role=Role.VERIFIER, adapter=kind, dir=rel, candidate=candidate
+            )
+        )
         write_text(step_dir / "command.txt", command + "\n")
         self.guard.before_step(confined=self.run.sandbox.enabled)
         outcome = execute(step_dir)
         self.halt_if_moved(f"step {number} ({kind} command)")
         self.guard.undo_all()  # a check must not leave changes that would count as the agent's
-        return StepRecord(id=number, iteration=iteration, role=Role.VERIFIER, adapter=kind, dir=rel), outcome
+        record = StepRecord(
+            id=number, iteration=iteration, role=Role.VERIFIER, adapter=kind, dir=rel, candidate=candidate
+        )
+        return record, outcome
 
     def gate_env(self) -> dict[str, str]:
         """The gate's environment: the user's, with pytest's config search kept inside the workspace."""
@@ -325,6 +347,7 @@ class StepRunner:
                 failing=result.failing,
                 summary=result.summary,
                 output_tail=[] if result.passed else tail(result.output, lines=OUTPUT_TAIL_LINES).splitlines(),
+                candidate=record.candidate,
             )
         )
         return record, result
@@ -374,27 +397,3 @@ class StepRunner:
         self.run.add_step(record)
         self.run.bus.emit(MetricStepFinished(**finished_fields(record), score=result.score, runs=result.runs))
         return result
-
-
-def verdicts_of(steps: list[AgentStep]) -> list[ReviewerVerdict]:
-    """What the reviews said, for their ``review_finished`` event: a block carries its findings."""
-    return [
-        ReviewerVerdict(
-            s.record.id,
-            s.record.adapter,
-            s.record.verdict,
-            s.record.verdict_inferred,
-            findings=finding_lines(s.verdict.findings) if s.verdict and s.verdict.blocks else [],
-        )
-        for s in steps
-    ]
-
-
-def _indexes(agents: list[tuple[Agent, Role]]) -> list[int | None]:
-    """1, 2, … for agents whose role and adapter repeat in ``agents``; None for the others."""
-    keys = [(role, agent.label) for agent, role in agents]
-    return [keys[: i + 1].count(key) if keys.count(key) > 1 else None for i, key in enumerate(keys)]
-
-
-def _adapter_name(agent: Agent) -> str:
-    return f"{agent.label}:{agent.model}" if agent.model else agent.label

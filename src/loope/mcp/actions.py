@@ -65,7 +65,8 @@ def start(args: StartArgs, workdir: Path) -> dict[str, Any]:
     given = args.model_fields_set
     flags: dict[str, Any] = {
         "goal": args.goal,
-        "implementer": args.implementer,
+        "implementer": list(args.implementers) if args.implementers else args.implementer,
+        "candidates": args.candidates,
         # An MCP caller names its reviewers; none by default, whatever loope.toml says.
         "reviewers": list(args.reviewers or []),
         "critic": args.critic,
@@ -92,6 +93,7 @@ def start(args: StartArgs, workdir: Path) -> dict[str, Any]:
         "max_iterations": spec.max_iters,
         "max_cost_usd": spec.max_cost,
         "implementer": spec.implementer,
+        "candidates": spec.candidate_agents,
         "reviewers": list(spec.reviewers),
         "verify_command": spec.verify_cmd,
         "next": f"loope_status with loop_id={loop_id!r} and wait_s to wait for it",
@@ -260,6 +262,7 @@ _SUMMARY_KEYS = (
     "totals",
     "best",
     "changes",
+    "rounds",
 )
 
 

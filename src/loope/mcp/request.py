@@ -34,6 +34,10 @@ class StartArgs(_Args):
     """The gate: a shell command run in the loop's workspace; exit 0 passes. Give one: the agent cannot fool it."""
     implementer: str | None = Field(default=None, min_length=1, max_length=1000)
     """The writing agent: claude, codex, claude:opus, claude-acp, exec:<command> (default: loope.toml, else claude)."""
+    candidates: int | None = Field(default=None, ge=1, le=16)
+    """Candidates per iteration: implementers racing in forks of the kept state, the best one kept."""
+    implementers: list[str] | None = Field(default=None, min_length=2, max_length=8)
+    """Different writing agents that race each iteration (instead of one implementer)."""
     reviewers: list[str] | None = Field(default=None, max_length=8)
     """Read-only reviewing agents that must say VERDICT: PASS; none unless listed here."""
     max_iterations: int = Field(default=DEFAULT_MAX_ITERATIONS, ge=1, le=200)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loope.records.model import FileChange, LoopState, StepRecord
+from loope.records.rounds import CandidateResult, Round
 from loope.records.serial import from_data, to_data
 
 RECENT = 5
@@ -40,6 +41,10 @@ class Attempt:
     cost_usd: float = 0.0
     tokens: int = 0
     duration_s: float = 0.0
+    candidate: int | None = None
+    """The winning candidate, when several raced (its summary, changes and checks are the ones above)."""
+    candidates: list[CandidateResult] = field(default_factory=list)
+    """Every candidate of the round: agent, summary, gate, score, verdict, cost, and why it won or lost."""
 
 
 def attempt(
@@ -54,6 +59,7 @@ def attempt(
     violations: list[str],
     reviews: dict[str, str],
     steps: list[StepRecord],
+    raced: Round | None = None,
 ) -> Attempt:
     """An iteration's ledger entry: the implementer's ``message`` and ``changes``, the checks, the cost."""
     added = sum(c.added or 0 for c in changes)
@@ -72,6 +78,8 @@ def attempt(
         cost_usd=round(sum(s.cost_usd for s in steps), 6),
         tokens=sum(s.input_tokens + s.output_tokens for s in steps),
         duration_s=round(sum(s.duration_s for s in steps), 3),
+        candidate=raced.winner if raced else None,
+        candidates=list(raced.candidates) if raced else [],
     )
 
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from loope.enums import Direction
+from loope.records.rounds import Round
 from loope.records.serial import fields_data, from_data
 
 SCHEMA = 1
@@ -64,6 +65,11 @@ class StepRecord:
     model: str | None = None
     attempts: int = 1
     """Times the step was tried; earlier attempts are kept under ``attempts/`` in its directory."""
+    candidate: int | None = None
+    """Which candidate of its iteration the step belongs to (1…N), when several raced; None otherwise."""
+    started_at: str | None = None
+    """When an agent step's process started and ended (ISO 8601): steps that ran at once overlap."""
+    finished_at: str | None = None
 
 
 @dataclass
@@ -230,6 +236,8 @@ class RunRecord:
     """Each ``loope continue`` adds one (empty for a run never continued; the last one ends as the run did)."""
     waiting: Waiting | None = None
     """Set while the run waits out a usage limit."""
+    rounds: list[Round] = field(default_factory=list)
+    """One per iteration raced by several candidates: each candidate's result, the winner and why."""
 
     def to_dict(self) -> dict[str, Any]:
         return fields_data(self)

@@ -109,6 +109,7 @@ def render(run: Mapping[str, Any]) -> str:
                 f" | ${s.get('cost_usd', 0):.4f} | {files_text(s.get('files', []))} |"
             )
             lines += [f"|  |  |  | ⚠ {v} |  |  |  |  |" for v in s.get("violations", [])]
+        lines += round_lines(run, iteration)
     files = run.get("changes", {}).get("files", [])
     lines += ["", "## Changes", ""]
     if files:
@@ -118,6 +119,24 @@ def render(run: Mapping[str, Any]) -> str:
         lines.append("No files changed.")
     lines += ["", "## Next", "", *next_steps(run)]
     return "\n".join(lines) + "\n"
+
+
+def round_lines(run: Mapping[str, Any], iteration: int) -> list[str]:
+    """An iteration's candidates, best first: who won and why each other one lost (none without a race)."""
+    found = next((r for r in run.get("rounds") or [] if r.get("iteration") == iteration), None)
+    if found is None:
+        return []
+    lines = ["", f"Candidates (winner: {found['winner']}, {found.get('why')}):", ""]
+    lines += ["| rank | candidate | agent | gate | score | lines | cost | why |", "|---|---|---|---|---|---|---|---|"]
+    for c in found.get("candidates") or []:
+        gate = {True: "passed", False: "failed", None: "-"}[c.get("gate_passed")]
+        score = "-" if c.get("score") is None else f"{c['score']:g}"
+        why = str(c.get("why", "")).replace("|", "\\|")
+        lines.append(
+            f"| {c['rank']} | {iteration}.{c['candidate']} | {c['agent']} | {gate} | {score} | {c.get('diff_lines', 0)}"
+            f" | ${c.get('cost_usd', 0):.4f} | {why} |"
+        )
+    return lines
 
 
 def landing_hints(run: Mapping[str, Any], ref: str) -> list[str]:

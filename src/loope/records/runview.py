@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from loope.records.lanes import Lanes
+
 SPARKS = "▁▂▃▄▅▆▇█"
 WAIT_TYPES = ("limit_wait",)
 RETRY_TYPES = ("step_retry",)
@@ -45,14 +47,15 @@ class Step:
     started: float | None = None
     action: str = ""
     message: str = ""
+    candidate: int | None = None
 
     @property
     def label(self) -> str:
-        """``[03] reviewer exec #2`` / ``[01] implementer claude (opus)``."""
+        """``[03] reviewer exec #2`` / ``[01] implementer claude (opus)`` / ``[05] implementer codex c2``."""
         who = self.adapter + (f" #{self.index}" if self.index else "")
         if self.model and self.model not in self.adapter:
             who += f" ({self.model})"
-        return f"[{self.step:02d}] {self.role} {who}"
+        return f"[{self.step:02d}] {self.role} {who}" + (f" c{self.candidate}" if self.candidate else "")
 
 
 @dataclass
@@ -70,6 +73,7 @@ class Gate:
     output_tail: list[str]
     duration_s: float
     previous_failing: int | None = None
+    candidate: int | None = None
 
 
 @dataclass
@@ -116,6 +120,10 @@ class RunView:
     baseline: float | None = None
     wait: dict[str, Any] | None = None
     last_decision: dict[str, Any] | None = None
+    selection: dict[str, Any] | None = None
+    """The last round's ``selection`` event: every candidate ranked, the winner and why."""
+    lanes: Lanes = field(default_factory=Lanes)
+    """One per candidate of the iteration in flight, when several race."""
     finished: dict[str, Any] | None = None
     ended: float | None = None
     last_ts: float | None = None
@@ -128,6 +136,7 @@ class RunView:
         ts = parse_ts(event.get("ts"))
         self.last_ts = ts or self.last_ts
         self.run_id = event.get("run_id") or self.run_id
+        self.lanes.apply(event, ts, action_text(event.get("event") or {}) if kind == "agent_event" else None)
         handler = _HANDLERS.get(str(kind))
         if handler is not None:
             handler(self, event, ts)
@@ -203,6 +212,7 @@ def _step_started(view: RunView, e: dict[str, Any], ts: float | None) -> None:
         model=e.get("model"),
         index=e.get("index"),
         started=ts,
+        candidate=e.get("candidate"),
     )
     view.labels[int(e["step"])] = view.running[int(e["step"])].label
     view.wait = None
@@ -244,6 +254,7 @@ def _verify_finished(view: RunView, e: dict[str, Any], ts: float | None) -> None
         output_tail=list(e.get("output_tail") or []),
         duration_s=float(e.get("duration_s") or 0.0),
         previous_failing=None if previous is None or previous.iteration < 1 else previous.failing,
+        candidate=e.get("candidate"),
     )
 
 
@@ -272,6 +283,10 @@ def _review_finished(view: RunView, e: dict[str, Any], ts: float | None) -> None
 
 def _guard(view: RunView, e: dict[str, Any], ts: float | None) -> None:
     view.violations += [str(v) for v in e.get("violations") or []]
+
+
+def _selection(view: RunView, e: dict[str, Any], ts: float | None) -> None:
+    view.selection = e
 
 
 def _decision(view: RunView, e: dict[str, Any], ts: float | None) -> None:
@@ -307,6 +322,7 @@ _HANDLERS = {
     "metric": _metric,
     "review_finished": _review_finished,
     "guard": _guard,
+    "selection": _selection,
     "decision": _decision,
     "iteration_finished": _iteration_finished,
     "run_finished": _run_finished,
@@ -348,6 +364,19 @@ def activity(view: RunView) -> dict[str, Any]:
         if gate is None
         else {"passed": gate.passed, "failing": gate.failing, "previous_failing": gate.previous_failing},
         "elapsed_s": round(view.elapsed(), 1),
+    }
+
+
+def selection_summary(event: dict[str, Any]) -> dict[str, Any]:
+    """The last round in short: which candidate won and why, and each one's place."""
+    return {
+        "iteration": event.get("iteration"),
+        "winner": event.get("winner"),
+        "why": event.get("why"),
+        "candidates": [
+            {k: c.get(k) for k in ("candidate", "agent", "rank", "gate_passed", "score", "why")}
+            for c in event.get("candidates") or []
+        ],
     }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loope.records.lanes import Lanes
 from loope.records.report import files_text
 from loope.records.runview import RETRY_TYPES, Gate, RunView, sparkline
 
@@ -53,7 +54,7 @@ def progress_text(view: RunView, at: float | None = None) -> str:
 
 def gate_lines(gate: Gate) -> list[str]:
     """The gate's verdict line, and why it failed: the first failing ids with their assertion, or its output."""
-    head = f"[{gate.step:02d}] verifier gate"
+    head = f"[{gate.step:02d}] verifier gate" + (f" c{gate.candidate}" if gate.candidate else "")
     if gate.passed:
         was = f" (was failing {gate.previous_failing})" if gate.previous_failing else ""
         return [f"{head}  passed {gate.duration_s:.1f}s{was}"]
@@ -173,12 +174,46 @@ def describe(event: dict[str, Any], view: RunView) -> list[str]:
         if d.get("stop") is None and d.get("why"):
             return [f"{INDENT}→ {d.get('why')}"]
         return []
-    if kind == "critique":
-        first = (d.get("text") or "").strip().splitlines()[:1]
-        return [f"{INDENT}critique: {first[0][:160]}" if first else f"{INDENT}critique given"]
+    if kind in _OWN_LINES:
+        return _OWN_LINES[str(kind)](d)
     if view.wait is not None and view.wait.get("type") == kind:
         return [INDENT + wait_text(view.wait)]
     return []
+
+
+def lane_lines(lanes: Lanes, clock: float) -> list[str]:
+    """A line per candidate (★ the winner, - the others once decided): ``★ c2 codex  1m05s  gate passed  score 3``."""
+    out = []
+    for lane in (lanes.lanes[c] for c in sorted(lanes.lanes)):
+        mark = {True: "★", False: "-", None: "·"}[lane.won]
+        parts = [f"{mark} c{lane.candidate} {lane.agent}"]
+        if lane.started is not None:
+            parts.append(duration((lane.ended or clock) - lane.started))
+        parts += [x for x in (lane.gate, "" if lane.score is None else f"score {lane.score:g}") if x]
+        if lane.ended is None and lane.action:
+            parts.append(lane.action)
+        out.append("  ".join(parts))
+    return out
+
+
+def critique_lines(d: dict[str, Any]) -> list[str]:
+    first = (d.get("text") or "").strip().splitlines()[:1]
+    return [f"{INDENT}critique: {first[0][:160]}" if first else f"{INDENT}critique given"]
+
+
+def selection_lines(d: dict[str, Any]) -> list[str]:
+    """``★ candidate 2 (codex) won: gate passed, 3 changed line(s)``, then a line per loser."""
+    ranked = list(d.get("candidates") or [])
+    winner: dict[str, Any] = next((c for c in ranked if c.get("candidate") == d.get("winner")), {})
+    out = [f"{INDENT}★ candidate {d.get('winner')} ({winner.get('agent', '?')}) won: {d.get('why')}"]
+    for c in ranked:
+        if c.get("candidate") != d.get("winner"):
+            out.append(f"{INDENT}  c{c.get('candidate')} {c.get('agent')}: {c.get('why')}")
+    return out
+
+
+_OWN_LINES = {"critique": critique_lines, "selection": selection_lines}
+"""Events whose lines need nothing but the event."""
 
 
 def wait_text(wait: dict[str, Any]) -> str:

@@ -21,7 +21,7 @@ from rich.text import Text
 from loope.records.runview import action_text, now
 from loope.records.tails import CHECK_ADAPTERS, check_log, tail_lines
 from loope.ui.base import View
-from loope.ui.lines import describe, duration, progress_text, summary_lines, wait_text
+from loope.ui.lines import describe, duration, lane_lines, progress_text, summary_lines, wait_text
 
 _STYLES = {"ok": "green", "passed": "green", "failed": "red", "BLOCK": "yellow", "PASS": "green", "kept": "green"}
 BAR = 10
@@ -102,6 +102,7 @@ class LiveView(View):
                 for line in self.check_output(step.dir):
                     table.add_row("", Text(f"| {line}", style="dim", no_wrap=True, overflow="ellipsis"))
         rows.append(table)
+        rows += [Text(line, no_wrap=True, overflow="ellipsis") for line in lane_lines(v.lanes, clock)]
         if v.wait:
             rows.append(Text(wait_text(v.wait), style="yellow", no_wrap=True, overflow="ellipsis"))
         return Group(*rows)

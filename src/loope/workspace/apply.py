@@ -204,8 +204,13 @@ def check_record(record: RunRecord, run_root: Path) -> None:
         )
 
 
-def plan_run(record: RunRecord, target: Path, *, delete: bool, force: bool) -> tuple[Git, list[PlannedFile]]:
-    """The git holding a finished run's commits, and what applying the run to ``target`` would do."""
+def plan_run(
+    record: RunRecord, target: Path, *, delete: bool, force: bool, candidate: str | None = None
+) -> tuple[Git, list[PlannedFile]]:
+    """The git holding a finished run's commits, and what applying the run to ``target`` would do.
+
+    ``candidate`` (``2.3``: iteration 2, candidate 3) applies that candidate's tree instead of the run's head.
+    """
     ws = record.workspace
     if ws.mode == "in-place" and ws.git_dir:
         git = Git(Path(ws.path), Path(ws.git_dir))
@@ -221,7 +226,20 @@ def plan_run(record: RunRecord, target: Path, *, delete: bool, force: bool) -> t
         git = Git(Path(ws.path))
     # A run started in a subdirectory of a repository: git names files from the top, the target is the subdirectory.
     prefix = git.out("rev-parse", "--show-prefix") if ws.mode == "worktree" else ""
-    return git, plan(git, ws.base, ws.head, target, delete=delete, force=force, prefix=prefix)
+    head = ws.head if candidate is None else candidate_commit(git, record, candidate)
+    return git, plan(git, ws.base, head, target, delete=delete, force=force, prefix=prefix)
+
+
+def candidate_commit(git: Git, record: RunRecord, name: str) -> str:
+    """The commit a candidate left (``N.I``), from the ref the run kept it under (not from run.json)."""
+    iteration, _, index = name.partition(".")
+    listed = f"`loope show {record.run_id} --candidates` lists them"
+    if not (iteration.isdigit() and index.isdigit()):
+        raise LoopeError(f"--candidate {name!r}: give ITERATION.CANDIDATE, such as 2.3; {listed}")
+    commit = git.rev(f"refs/loope/{record.run_id}/iter-{int(iteration)}-cand-{int(index)}")
+    if not commit:
+        raise LoopeError(f"run {record.run_id} has no candidate {name} with a change; {listed}")
+    return commit
 
 
 def apply(git: Git, target: Path, planned: list[PlannedFile]) -> None:

@@ -49,9 +49,14 @@ class Guard:
         gate: str | None = None,
         run_dir: Path | None = None,
         metric: str | None = None,
+        watch_outside: bool = True,
+        run_dir_guard: RunDirGuard | None = None,
     ) -> None:
+        """``watch_outside``: False for a candidate's guard, whose run watches the git and run dirs once a round;
+        ``run_dir_guard`` is then the run's, told of the candidate's step directories."""
         self.workspace = workspace
         self.run_dir = RunDirGuard(run_dir, workspace.git.work_tree.resolve()) if run_dir is not None else None
+        self._owner = self.run_dir or run_dir_guard
         self.editable_patterns = list(editable)
         self._user_protect = list(dict.fromkeys(protect))
         scripts = self._command_files(commands, metric)
@@ -76,7 +81,11 @@ class Guard:
         """The logs of the steps in flight (their events.jsonl): checked once, then closed, when they end."""
         self._state_text: bytes | None = None
         self._git_taken = False
-        self._git_dirs = watched_git_dirs(workspace.mode, workspace.git_dir, workspace.branch, user_repo, run_id)
+        self._git_dirs = (
+            watched_git_dirs(workspace.mode, workspace.git_dir, workspace.branch, user_repo, run_id)
+            if watch_outside
+            else []
+        )
         self._loope_files = self._scan_loope_dir()
 
     def _command_files(self, commands: Iterable[str | None], metric: str | None) -> list[str]:
@@ -303,8 +312,12 @@ class Guard:
 
     def own(self, step_dir: Path) -> None:
         """A step directory loope made in the run directory (so the run-dir check keeps it)."""
-        if self.run_dir is not None:
-            self.run_dir.own(step_dir)
+        if self._owner is not None:
+            self._owner.own(step_dir)
+
+    def restore_outside(self) -> list[str]:
+        """Put back the git dirs, the run dir and loope's runner-owned files as they were at ``before_step``."""
+        return self._check_git_dirs() + self._check_outside() + self._check_sealed()
 
     def _check_outside(self) -> list[str]:
         found = self.run_dir.restore() if self.run_dir is not None else []

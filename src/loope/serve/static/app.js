@@ -170,11 +170,25 @@ function findingsPanel(v) {
   return parts;
 }
 
+function candidatesPanel(d) {
+  const rounds = d.record.rounds || [];
+  if (!rounds.length) return null;
+  const r = rounds[rounds.length - 1];
+  const gate = (c) => c.gate_passed === true ? "passed" : c.gate_passed === false ? "failed" : "-";
+  const rows = r.candidates.map((c) => el("tr", { class: "candidate" + (c.candidate === r.winner ? " winner" : ""), "data-candidate": String(c.candidate) },
+    el("td", {}, (c.candidate === r.winner ? "★ " : "") + r.iteration + "." + c.candidate), el("td", {}, c.agent),
+    el("td", { class: gate(c) }, gate(c)), el("td", { class: "num" }, c.score === null ? "" : String(c.score)),
+    el("td", { class: "num" }, String(c.diff_lines)), el("td", { class: "num" }, money(c.cost_usd)), el("td", {}, c.why)));
+  return [el("h2", {}, "Candidates (iteration " + r.iteration + ")"), el("table", { id: "candidates" },
+    el("thead", {}, el("tr", {}, ["candidate", "agent", "gate", "score", "lines", "cost", "why"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows))];
+}
+
 function timeline(d) {
   const rows = [];
   let iteration = null;
   const steps = (d.record.steps || []).concat(d.view.running.map((s) => ({
-    id: s.step, iteration: s.iteration, role: s.role, adapter: s.adapter, running: true, dir: s.dir })));
+    id: s.step, iteration: s.iteration, role: s.role, adapter: s.adapter, running: true, dir: s.dir, candidate: s.candidate })));
   for (const s of steps) {
     if (s.iteration !== iteration) {
       iteration = s.iteration;
@@ -184,7 +198,7 @@ function timeline(d) {
       s.gate_passed === true ? "passed" : s.gate_passed === false ? "failed" : s.score !== undefined && s.score !== null ? "score " + s.score : "ok";
     const dir = (s.dir || "").split("/").pop();
     rows.push(el("tr", { class: "step", "data-step": dir, onclick: () => openStep(dir) },
-      el("td", {}, String(s.id).padStart(2, "0")), el("td", {}, s.role + " " + s.adapter),
+      el("td", {}, String(s.id).padStart(2, "0")), el("td", {}, s.role + " " + s.adapter + (s.candidate ? " c" + s.candidate : "")),
       el("td", { class: result.split(" ")[0].replace(/[:…]/g, "") }, result),
       el("td", { class: s.verdict || "" }, s.verdict || ""),
       el("td", { class: "num" }, s.duration_s !== undefined ? s.duration_s.toFixed(1) + "s" : ""),
@@ -274,7 +288,7 @@ async function drawRun() {
   const scroll = window.scrollY;
   const step = document.getElementById("step");
   const parts = [
-    header(d), nowPanel(d.view), gatePanel(d.view), findingsPanel(d.view), chart(d.metric), timeline(d),
+    header(d), nowPanel(d.view), gatePanel(d.view), findingsPanel(d.view), candidatesPanel(d), chart(d.metric), timeline(d),
     diffView(diff), el("h2", {}, "State file"), el("div", { class: "panel" }, el("pre", { id: "state" }, d.state_file || "(none)")),
   ];
   app.replaceChildren(...parts.flat(3).filter((x) => x));

@@ -1,0 +1,89 @@
+"""Candidate workspaces: cheap forks of a run's kept state, one per candidate of an iteration.
+
+Each fork is a git worktree of the run's own repository (the user's for a worktree run, the
+shadow git dir for copy and in-place runs) checked out detached at the run's head, under
+``<run dir>/candidates/c<i>``. It shares the run's objects, so forking costs a checkout and
+adopting the winner costs what its change touches. Each fork has its own loope index and the
+run's frozen ignore rules, so a candidate's changes are seen exactly as the run's own would be.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from loope.workspace import safefs
+from loope.workspace.changes import ChangeTracker
+from loope.workspace.git import Git
+from loope.workspace.ignores import FrozenIgnores
+from loope.workspace.loopedir import ensure_loope_dir
+from loope.workspace.workspace import IGNORES_FILE, Workspace
+
+CANDIDATES_DIR = "candidates"
+"""Where a run's candidate workspaces live while an iteration runs (inside the run dir)."""
+
+
+def _admin(run: Workspace) -> Git:
+    """Git on the run's repository without loope's own index (worktree commands keep their own)."""
+    return Git(run.git.work_tree, run.git_dir, env={"GIT_CEILING_DIRECTORIES": str(run.git.work_tree.parent)})
+
+
+def fork(run: Workspace, run_dir: Path, index: int) -> Workspace:
+    """A new workspace for candidate ``index`` at ``run.head``, seeing what ``run`` sees."""
+    root = run_dir / CANDIDATES_DIR
+    tree = root / f"c{index}"
+    _admin(run).run("worktree", "add", "-q", "-f", "--detach", str(tree), run.head)
+    git_dir = Path(Git(tree).out("rev-parse", "--absolute-git-dir"))
+    git = Git(tree, git_dir, env={"GIT_CEILING_DIRECTORIES": str(tree.resolve().parent)})
+    sub = run.path.resolve().relative_to(run.git.work_tree.resolve())
+    path = tree / sub
+    ensure_loope_dir(path)
+    mirror = Path(git.out("rev-parse", "--path-format=absolute", "--git-path", "index"))
+    own_index = (root / f"c{index}.index").absolute()
+    shutil.copyfile(mirror, own_index)
+    indexed = git.with_env(GIT_INDEX_FILE=str(own_index))
+    ws = Workspace(run.mode, path, indexed, run.base, run.head, git_dir=git_dir, run_dir=run_dir, mirror=mirror)
+    ignores = FrozenIgnores.load(run_dir / IGNORES_FILE)
+    ws.tracker = ChangeTracker(indexed, ignores)
+    ws.clean = True
+    return ws
+
+
+def copy_state(source: Path, target: Path) -> None:
+    """Give a workspace the state file another one holds (the candidate's own memory, or the winner's)."""
+    try:
+        data = source.read_bytes()
+    except OSError:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def sweep(run_dir: Path, count: int) -> list[str]:
+    """Remove what a step put beside the candidates' trees (a ``conftest.py`` above them, say); a line each.
+
+    The directory is loope's: it holds ``c<i>`` trees and their ``c<i>.index`` files, nothing else.
+    Nothing is followed: a link there is removed as a link.
+    """
+    root = run_dir / CANDIDATES_DIR
+    ours = {f"c{i}" for i in range(1, count + 1)} | {f"c{i}.index" for i in range(1, count + 1)}
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if name not in ours:
+            safefs.remove(root, name)
+            found.append(f"{CANDIDATES_DIR}/{name} beside the candidates' trees is loope's to write; it was removed")
+    return found
+
+
+def remove(run: Workspace, run_dir: Path) -> None:
+    """Remove every candidate workspace of the run (the iteration's, or ones a dead runner left)."""
+    root = run_dir / CANDIDATES_DIR
+    if not root.exists():
+        return
+    shutil.rmtree(root, ignore_errors=True)
+    _admin(run).run("worktree", "prune", check=False)
