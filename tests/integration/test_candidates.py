@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -18,9 +19,11 @@ from loope.records.runview import read_view
 from loope.ui.lines import lane_lines
 from tests.conftest import FIXED_CALC, GATE, PYTHON, Project, alive_in_group, git, gone, no_loope_runs, one_error_line
 from tests.helpers import interrupt_when
+from tests.helpers.overlay import loope as loope_process
+from tests.helpers.overlay import our_mounts
 from tests.integration.test_control import DEADLINE_S, loope, marks, runners, wait_for
 
-__all__ = ["marks", "runners"]  # fixtures used here
+__all__ = ["loope_process", "marks", "runners"]  # fixtures used here
 
 # Candidate 1 fixes add; 2 breaks it another way; 3 cheats by rewriting the protected tests; 4 fixes it
 # with a longer change (a tie with 1 on the gate, lost on the diff's size).
@@ -461,3 +464,19 @@ def test_a_bad_candidates_setting_is_one_clear_line_and_exit_2(project, cli, arg
     assert result.exit_code == 2, result.out + result.err
     assert said in one_error_line(result.err)
     assert no_loope_runs(project.path)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_an_overlay_run_forks_its_candidates_over_the_same_snapshot(project, agent_script, loope_process):
+    result = loope_process(
+        "run", "fix add", "--implementer", agent_script(SECOND_FIXES), "--candidates", "2", "--no-review",
+        "--verify-cmd", QUICK_GATE, "--workspace", "overlay", "--max-iters", "1", "--plain", cwd=project.path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = project.run_json()
+    assert run["rounds"][0]["winner"] == 2
+    assert run["changes"]["files"][0]["path"] == "calc.py"
+    shown = loope_process("show", run["run_id"], "--diff", cwd=project.path)
+    assert "+    return a + b" in shown.stdout
+    assert not (project.runs()[-1] / "candidates").exists()
+    assert our_mounts(project.path) == []

@@ -13,6 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
+from loope.enums import WorkspaceMode
 from loope.workspace import safefs
 from loope.workspace.changes import ChangeTracker
 from loope.workspace.git import Git
@@ -32,9 +33,14 @@ def _admin(run: Workspace) -> Git:
 def fork(run: Workspace, run_dir: Path, index: int) -> Workspace:
     """A new workspace for candidate ``index`` at ``run.head``, seeing what ``run`` sees."""
     root = run_dir / CANDIDATES_DIR
-    tree = root / f"c{index}"
-    _admin(run).run("worktree", "add", "-q", "-f", "--detach", str(tree), run.head)
-    git_dir = Path(Git(tree).out("rev-parse", "--absolute-git-dir"))
+    if run.mode == WorkspaceMode.OVERLAY:  # the same snapshot, a copy of the run's upper layer
+        from loope.workspace import overlay
+
+        tree, git_dir = overlay.fork(run.git.work_tree.parent, root / f"c{index}", _admin(run), run.head)
+    else:
+        tree = root / f"c{index}"
+        _admin(run).run("worktree", "add", "-q", "-f", "--detach", str(tree), run.head)
+        git_dir = Path(Git(tree).out("rev-parse", "--absolute-git-dir"))
     git = Git(tree, git_dir, env={"GIT_CEILING_DIRECTORIES": str(tree.resolve().parent)})
     sub = run.path.resolve().relative_to(run.git.work_tree.resolve())
     path = tree / sub
