@@ -23,7 +23,8 @@ def test_claude_and_codex_race_and_the_passing_candidate_is_kept(
     use_codex(codex_script)  # fixes add and documents it: the gate passes
     result = cli(
         "run", "Fix add() in calc.py", "--implementer", "claude:sonnet", "--implementer", "codex:gpt-5.5",
-        "--no-review", "--verify-cmd", GATE, "--timeout", "120", "--max-iters", "1", cwd=project.path,
+        "--no-review", "--verify-cmd", GATE, "--timeout", "120", "--max-iters", "1",
+        "--keep-workspace", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()

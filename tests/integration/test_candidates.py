@@ -49,8 +49,8 @@ time.sleep(0.3)
 def test_four_candidates_race_and_the_passing_smallest_change_wins(project, agent_script, cli):
     agent = agent_script(RACE)
     result = cli(
-        "run", "fix add", "--implementer", agent, "--candidates", "4", "--no-review",
-        "--verify-cmd", GATE, "--protect", "tests/**", "--max-iters", "1", cwd=project.path,
+        "run", "--keep-workspace", "fix add", "--implementer", agent, "--candidates", "4", "--no-review",
+        "--verify-cmd", GATE, "--protect", "tests/**", "--max-iters", "1", "--sandbox", "off", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
@@ -118,7 +118,7 @@ def test_a_race_of_two_agents_where_the_reviewers_block_the_leader_keeps_the_nex
     )
     reviewer = agent_script(REVIEWER_BLOCKS_1)
     result = cli(
-        "run", "fix add", "--implementer", short, "--implementer", long, "--reviewer", reviewer,
+        "run", "--keep-workspace", "fix add", "--implementer", short, "--implementer", long, "--reviewer", reviewer,
         "--review-candidates", "2", "--verify-cmd", GATE, "--max-iters", "1", "--plain", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
@@ -170,7 +170,7 @@ def test_metric_mode_ranks_by_score_and_a_difference_inside_the_noise_is_a_tie(t
         """
     )
     result = cli(
-        "run", "lower the score", "--implementer", agent, "--candidates", "3", "--no-review",
+        "run", "--keep-workspace", "lower the score", "--implementer", agent, "--candidates", "3", "--no-review",
         "--metric-cmd", f"{PYTHON} measure.py", "--direction", "lower", "--min-improvement", "0.5",
         "--editable", "solution.py", "--max-iters", "1", cwd=proj.path,
     )  # fmt: skip
@@ -216,7 +216,8 @@ def test_a_candidate_that_times_out_loses_and_the_run_goes_on(project, agent_scr
         """
     )
     result = cli(
-        "run", "fix add", "--implementer", agent, "--candidates", "2", "--no-review", "--timeout", "4",
+        "run", "--keep-workspace", "fix add", "--implementer", agent, "--candidates", "2", "--no-review",
+        "--timeout", "4",
         "--verify-cmd", QUICK_GATE, "--max-iters", "1", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
@@ -240,7 +241,8 @@ def test_every_candidates_cost_counts_and_a_round_that_crosses_the_budget_ends_t
         """
     )
     result = cli(
-        "run", "take notes", "--implementer", agent, "--candidates", "3", "--no-review", "--max-cost", "1",
+        "run", "--keep-workspace", "take notes", "--implementer", agent, "--candidates", "3",
+        "--no-review", "--max-cost", "1",
         "--verify-cmd", "false", "--no-baseline", "--max-iters", "3", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 1, result.out + result.err
@@ -266,7 +268,7 @@ def test_ctrl_c_during_a_round_kills_every_candidate(project, agent_script, tmp_
     )
     argv = [
         sys.executable, "-m", "loope", "run", "fix add", "--implementer", agent, "--candidates", "3",
-        "--no-review", "--verify-cmd", GATE, "--plain",
+        "--no-review", "--verify-cmd", GATE, "--plain", "--sandbox", "off", "--keep-workspace",
     ]  # fmt: skip
     code, out, err = interrupt_when(pids, argv, project.path)
     assert code == 130, out + err
@@ -293,7 +295,8 @@ def test_the_next_prompt_says_what_the_losers_tried_and_diversify_asks_for_disti
     )
     plain = agent_script("pathlib.Path('notes.txt').write_text('x\\n')\nprint('plain')\n")
     result = cli(
-        "run", "fix add", "--implementer", agent, "--implementer", plain, "--diversify", "--no-review",
+        "run", "--keep-workspace", "fix add", "--implementer", agent, "--implementer", plain,
+        "--diversify", "--no-review",
         "--verify-cmd", GATE, "--max-iters", "2", "--stall-after", "5", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 1, result.out + result.err
@@ -330,7 +333,8 @@ def test_resume_after_the_runner_is_killed_mid_round_discards_the_round_and_runs
     print(f"candidate {{cand}} wrote its notes")
     """
     runner = runners.start(
-        "run", "take notes", "--implementer", agent_script(body), "--candidates", "2", "--no-review",
+        "run", "--keep-workspace", "take notes", "--implementer", agent_script(body), "--candidates", "2",
+        "--no-review",
         "--max-iters", "2", "--plain",
     )  # fmt: skip
     slept = [marks / "slept-1.json", marks / "slept-2.json"]
@@ -364,7 +368,7 @@ def test_candidates_fork_copy_and_in_place_runs_from_their_shadow_git(project, a
     agent = agent_script(SECOND_FIXES)
     result = cli(
         "run", "fix add", "--implementer", agent, "--candidates", "2", "--no-review", "--verify-cmd", QUICK_GATE,
-        "--workspace", mode, "--max-iters", "1", cwd=project.path,
+        "--workspace", mode, "--keep-workspace", "--max-iters", "1", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
@@ -404,8 +408,9 @@ def test_a_candidate_that_writes_outside_its_tree_gains_nothing(project, agent_s
         """
     )
     result = cli(
-        "run", "fix add", "--implementer", agent, "--candidates", "2", "--no-review", "--verify-cmd", GATE,
-        "--max-iters", "1", cwd=project.path,
+        "run", "--keep-workspace", "fix add", "--implementer", agent, "--candidates", "2", "--no-review",
+        "--verify-cmd", GATE,
+        "--max-iters", "1", "--sandbox", "off", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 1, result.out + result.err
     run = project.run_json()
@@ -440,7 +445,8 @@ def test_under_the_sandbox_a_candidate_writes_only_its_own_tree(project, agent_s
         """
     )
     result = cli(
-        "run", "fix add", "--implementer", agent, "--candidates", "2", "--no-review", "--verify-cmd", GATE,
+        "run", "--keep-workspace", "fix add", "--implementer", agent, "--candidates", "2", "--no-review",
+        "--verify-cmd", GATE,
         "--sandbox", "on", "--max-iters", "1", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
