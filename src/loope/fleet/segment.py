@@ -22,6 +22,7 @@ from loope.fleet import transport
 from loope.fleet.orders import SegmentOrder, SegmentReport
 from loope.records.atomic import write_text
 from loope.workspace.git import Git
+from loope.workspace.workspace import restart_own_index
 
 if TYPE_CHECKING:
     from loope.engine.roster import Services
@@ -143,6 +144,7 @@ class Segment:
             "worktree", "add", "-q", "-f", "--detach", str(tree), head
         )  # as a local run's: the branch is published
         git_dir = Path(Git(tree).out("rev-parse", "--absolute-git-dir"))
+        restart_own_index(git_dir, rundir)
         workspace = tree / order.sub if order.sub != "." else tree
         transport.place_state(rundir, workspace)
         transport.relocate(rundir, workdir=workdir, workspace=workspace, git_dir=git_dir)

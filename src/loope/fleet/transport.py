@@ -25,10 +25,13 @@ from typing import Any
 from loope.errors import LoopeError
 from loope.records.atomic import write_text
 from loope.workspace.git import Git, toplevel
+from loope.workspace.workspace import INDEX_FILE
 
 STEP_FILE_CAP = 4 * 1024 * 1024
 """Bytes kept of each file under ``agents/`` (a transcript past that keeps its first part and says so)."""
-_SKIP = frozenset({"workspace", "runner.lock"})
+# Machine-local: the workspace itself, the runner's lock, and loope's own index (split, its shared part
+# beside it; a worker begins it again from its own checkout).
+_SKIP = frozenset({"workspace", "runner.lock", INDEX_FILE})
 _STATE = ".travel/state.md"
 """Where the agent's state file (``<workspace>/.loope/state.md``, outside git) rides in the records."""
 _LOCKS: dict[str, threading.Lock] = {}
@@ -114,7 +117,7 @@ def _files(rundir: Path) -> list[tuple[str, Path]]:
             dirs[:] = [d for d in dirs if d not in _SKIP]
         for name in names:
             rel = (rel_dir / name).as_posix()
-            if rel in _SKIP or "\n" in rel or rel.startswith('"'):
+            if rel in _SKIP or rel.startswith("sharedindex.") or "\n" in rel or rel.startswith('"'):
                 continue
             found.append((rel, here / name))
     return sorted(found)

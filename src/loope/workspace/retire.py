@@ -27,7 +27,7 @@ from loope.records.rundir import STATE_COPY
 from loope.workspace import safefs
 from loope.workspace.git import Git, GitError, toplevel
 from loope.workspace.loopedir import LOOPE_DIR, ensure_loope_dir
-from loope.workspace.workspace import INDEX_FILE, Workspace
+from loope.workspace.workspace import Workspace, restart_own_index
 
 _TRASH = "workspace.removed"
 _STATE_REL = f"{LOOPE_DIR}/state.md"
@@ -102,8 +102,7 @@ def recreate(record: RunRecord, run_dir: Path) -> None:
     except GitError as exc:
         raise LoopeError(f"run {record.run_id}: its workspace cannot be made again: {exc}") from None
     info.git_dir = Git(tree).out("rev-parse", "--absolute-git-dir")
-    # loope's own index named the old worktree's shared index: it starts again from the new checkout's.
-    shutil.copyfile(Path(info.git_dir) / "index", run_dir / INDEX_FILE)
+    restart_own_index(Path(info.git_dir), run_dir)
     info.removed, info.note = False, None
     path = Path(info.path)
     ensure_loope_dir(path)

@@ -389,3 +389,8 @@ def _tree_of(path: Path) -> Path | None:
         if candidate.name == "workspace" and (candidate.parent / "spec.json").exists():
             return candidate
     return None
+
+
+def restart_own_index(git_dir: Path, run_dir: Path) -> None:
+    """Loope's own index begun again from a new checkout's: the old one names a shared index of its old worktree."""
+    shutil.copyfile(git_dir / "index", run_dir / INDEX_FILE)

@@ -88,7 +88,13 @@ class TemporalCoordinator(Coordinator):
         row = next(t for t in self.store.fleet_tasks(self.fleet_id) if t["name"] == task.name)
         spec = LoopSpec.model_validate_json(row["spec"])
         no_wait = spec.no_wait
-        update = {**_shared_budget(spec, view), "no_wait": True, "workspace": WorkspaceMode.WORKTREE}
+        # A worker goes on from its own copy's worktree and sends the records from it: kept after each segment.
+        update = {
+            **_shared_budget(spec, view),
+            "no_wait": True,
+            "workspace": WorkspaceMode.WORKTREE,
+            "keep_workspace": True,
+        }
         spec = spec.model_copy(update=update)
         key = workflow_key(self.project, self.fleet_id, task.name)
         try:
@@ -105,14 +111,17 @@ class TemporalCoordinator(Coordinator):
                 no_wait=no_wait,
                 heartbeat_s=settings.heartbeat_s,
             )
+            # Recorded before the workflow starts: its first step may begin at once, and a `fleet stop`
+            # then must find the run to signal.
+            self.store.update_fleet_task(self.fleet_id, task.name, run_id=run_id, status="running")
             self._bridge.start(order, settings.task_queue)
         except LoopeError as exc:
             if task.name in self._locks:  # prepared, but no workflow runs it
                 self._locks.pop(task.name).release()
-            self.store.update_fleet_task(self.fleet_id, task.name, status="failed", error=exc.message)
+            # No workflow runs the prepared run: the task names none.
+            self.store.update_fleet_task(self.fleet_id, task.name, run_id=None, status="failed", error=exc.message)
             return
         self._synced[task.name] = ref
-        self.store.update_fleet_task(self.fleet_id, task.name, run_id=run_id, status="running")
 
     def _stop_runs(self, view: FleetView, *, now: bool) -> None:
         for task in view.tasks:
