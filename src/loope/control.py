@@ -9,18 +9,19 @@ from typing import TYPE_CHECKING, Any
 
 from loope.agents.setback import parse_reset
 from loope.errors import LoopeError
+from loope.notify import parse_specs
 from loope.records import state_file
 from loope.records.model import now_iso
-from loope.records.rundir import RUNS, RunDir
+from loope.records.rundir import RUNS, RunDir, state_file_of
+from loope.records.runview import activity, read_view, selection_summary
+from loope.runners import effective_status, runner_alive, runner_pid
 from loope.spawn import spawn_detached
 from loope.text import local_clock
+from loope.workspace.loopedir import outside_view
 
 if TYPE_CHECKING:
     from loope.engine.run import RunnerLock, RunState
-    from loope.records.rundir import RunDir
     from loope.store.db import Store
-
-from loope.runners import effective_status, runner_alive, runner_pid
 
 STATE_LINES = 40
 
@@ -45,8 +46,6 @@ def open_store(workdir: Path) -> Any:
 
 def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     """What ``status`` reports about one run: the record, the runner, the state file."""
-    from loope.records.rundir import RUNS, RunDir
-    from loope.records.runview import activity, read_view, selection_summary
 
     rundir = RunDir(workdir / RUNS / run_id)
     record = rundir.read_json("run.json")
@@ -106,8 +105,6 @@ def waiting_text(waiting: Any) -> str | None:
 
 
 def _state_path(run_root: Path, row: dict[str, Any], record: dict[str, Any]) -> Path | None:
-    from loope.records.rundir import state_file_of
-    from loope.workspace.loopedir import outside_view
 
     saved = outside_view(Path(row["state_file"])) if row.get("state_file") else None
     if saved is not None and saved.exists():
@@ -181,8 +178,6 @@ def start_detached(spec: Any) -> str:
     from loope.store.observer import StoreObserver
 
     if spec.notify:
-        from loope.notify import parse_specs
-
         parse_specs(list(spec.notify))  # here, not in the background runner, where no one would see the error
 
     store = Store.for_project(spec.workdir)

@@ -10,6 +10,7 @@ from typing import Any
 
 from loope.errors import LoopeError
 from loope.records.atomic import write_text
+from loope.workspace.loopedir import ensure_loope_dir
 
 FAIL_CLOSED = (
     "echo 'loope: no verify command is set, so nothing can pass; run: loope init --force --verify-cmd CMD' >&2; exit 1"
@@ -214,7 +215,6 @@ class InitResult:
 
 def init_project(root: Path, options: InitOptions) -> InitResult:
     """Write loope.toml, .loope/program.md and the requested hook files; existing files are kept unless forced."""
-    from loope.workspace.loopedir import ensure_loope_dir
 
     if options.direction and options.direction not in ("lower", "higher"):
         raise LoopeError(f"--direction {options.direction!r}: use lower or higher")

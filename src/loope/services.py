@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from loope.engine.roster import Services
 from loope.events import Observer
+from loope.notify import build_notifiers
 from loope.spec import LoopSpec
 
 
@@ -18,7 +19,5 @@ def for_project(spec: LoopSpec, views: Sequence[Observer] = ()) -> Services:
     store = Store.for_project(spec.workdir)
     observers: list[Observer] = [*views, StoreObserver(store)]
     if spec.notify:
-        from loope.notify import build_notifiers
-
         observers += build_notifiers(spec.notify, store=store)
     return Services(observers=observers, control=StoreControl(store), memory=Lessons(store))

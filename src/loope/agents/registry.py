@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from loope.agents.acp.agent import AcpAgent
 from loope.agents.base import AdapterInfo, Agent
+from loope.agents.exec import ExecAgent
 from loope.errors import LoopeError
 
 _ADAPTERS: dict[str, str] = {
@@ -66,8 +69,6 @@ def parse(spec: str) -> AgentSpec:
     name, _, model = text.partition(":")
     name = name.strip().lower()
     if name not in _ADAPTERS:
-        import difflib
-
         close = difflib.get_close_matches(name, known(), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise LoopeError(
@@ -79,12 +80,8 @@ def parse(spec: str) -> AgentSpec:
 
 def adapter_class(name: str) -> Any:
     if name == "exec":
-        from loope.agents.exec import ExecAgent
-
         return ExecAgent
     if name == "acp":
-        from loope.agents.acp.agent import AcpAgent
-
         return AcpAgent
     module, _, cls = _ADAPTERS[name].partition(":")
     return getattr(importlib.import_module(module), cls)

@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
+from loope.agents.inspect import Check, diagnose, survey
 from loope.cli.options import project_dir, workdir_option
 from loope.errors import EXIT_FAILED
-
-if TYPE_CHECKING:
-    from loope.agents.inspect import Check
 
 
 @click.command()
 @click.option("--json", "json_", is_flag=True, help="One JSON array.")
 def adapters(json_: bool) -> int:
     """List every adapter: installed or not, version, read-only enforcement, cost source."""
-    from loope.agents.inspect import survey
 
     rows = survey()
     if json_:
@@ -42,7 +38,6 @@ def adapters(json_: bool) -> int:
 @click.option("--json", "json_", is_flag=True, help="One JSON object.")
 def doctor(workdir: Path | None, json_: bool) -> int:
     """Check the agents this project is configured to use, and say what to fix."""
-    from loope.agents.inspect import diagnose
     from loope.spec import build_spec
 
     root = project_dir(workdir)
@@ -64,7 +59,6 @@ def doctor(workdir: Path | None, json_: bool) -> int:
 
 def _sandbox_check(mode: str) -> Check:
     """The sandbox as this project's runs would get it: fine unless ``--sandbox on`` cannot work."""
-    from loope.agents.inspect import Check
     from loope.sandbox import status_line
 
     works, line = status_line()

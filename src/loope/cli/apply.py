@@ -8,8 +8,10 @@ import click
 
 from loope.cli.options import project_dir
 from loope.errors import EXIT_FAILED, LoopeError
+from loope.records import ledger
 from loope.records.rundir import find_run
 from loope.workspace import apply as landing
+from loope.workspace.landing import commit_applied, landing_message
 
 
 @click.command()
@@ -66,9 +68,6 @@ def apply(
     if record.stop_reason != "converged":
         click.echo(f"note: run {record.run_id} did not converge ({record.stop_reason}); review before you keep it")
     if commit and written:
-        from loope.records import ledger
-        from loope.workspace.landing import commit_applied, landing_message
-
         attempts = ledger.load(rundir / "ledger.jsonl")
         summary = attempts[-1].summary if attempts else ""
         sha = commit_applied(target, written, landing_message(record, summary))

@@ -11,8 +11,10 @@ import click
 from loope.cli.options import output_options, project_dir, views, workdir_option
 from loope.control import is_running, open_store, run_status, stop_run
 from loope.control import start_detached as start
-from loope.errors import EXIT_FAILED
+from loope.errors import EXIT_FAILED, LoopeError
 from loope.records.rundir import RUNS, find_run
+from loope.text import parse_duration
+from loope.ui.lines import duration, wait_text
 
 
 def _print_status(info: dict[str, Any]) -> None:
@@ -42,7 +44,6 @@ def _print_status(info: dict[str, Any]) -> None:
 
 def _print_activity(activity: dict[str, Any] | None, *, waiting_shown: bool) -> None:
     """The steps in flight (elapsed, last action, latest message), a wait, the last gate."""
-    from loope.ui.lines import duration, wait_text
 
     if not activity:
         return
@@ -109,8 +110,6 @@ def resume(run_ref: str, lock_fd: int | None, workdir: Path | None, **output: An
     rundir = find_run(root, run_ref)
     on_temporal = rundir.read_json("run.json").get("temporal")
     if isinstance(on_temporal, dict) and lock_fd is None and is_running(rundir.root):
-        from loope.errors import LoopeError
-
         raise LoopeError(
             f"run {rundir.run_id} runs on Temporal (workflow {on_temporal.get('workflow_id')}); follow it again"
             " with `loope fleet continue FLEET` (`loope fleet status` lists the fleets), not resume"
@@ -134,10 +133,7 @@ def continue_(run_ref: str, workdir: Path | None, **options: Any) -> int:
     """Continue RUN, which stopped, from its last completed iteration: same workspace, branch and memory."""
     from loope.engine.loop import Engine
     from loope.engine.segments import MoreBudget
-    from loope.errors import LoopeError
-    from loope.records.rundir import find_run
-    from loope.services import for_project
-    from loope.text import parse_duration
+    from loope.services import for_project  # loads the spec (pydantic)
 
     root = project_dir(workdir)
     rundir = find_run(root, run_ref)

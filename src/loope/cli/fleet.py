@@ -9,10 +9,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from loope.cli.options import project_dir, workdir_option
+from loope.control import request_stop
 from loope.errors import LoopeError
 from loope.fleet.spec import load_fleet
 from loope.records.model import now_iso
 from loope.records.rundir import slug
+from loope.runners import process_alive
+from loope.text import local_clock
+from loope.workspace.loopedir import ensure_loope_dir
 
 if TYPE_CHECKING:
     from loope.fleet.spec import FleetFile
@@ -72,10 +76,9 @@ def fleet() -> None:
 @workdir_option
 def start(file: Path, jobs: int | None, json_: bool, plain: bool, workdir: Path | None, **temporal: Any) -> int:
     """Start every task of FILE and drive the fleet until each loop has ended."""
-    from loope.fleet.pool import Coordinator, exit_code
+    from loope.fleet.pool import Coordinator, exit_code  # loads the store (sqlite)
     from loope.store.fleets import FleetStore
     from loope.ui.fleet import fleet_display
-    from loope.workspace.loopedir import ensure_loope_dir
 
     home = project_dir(workdir)
     loaded = load_fleet(file.expanduser(), jobs=jobs)
@@ -83,8 +86,6 @@ def start(file: Path, jobs: int | None, json_: bool, plain: bool, workdir: Path 
     store = FleetStore(ensure_loope_dir(home) / "loope.db")
     running = store.running_fleets_with_digest(loaded.digest)
     for row in running:
-        from loope.runners import process_alive
-
         if process_alive(row["coordinator_pid"]):
             raise LoopeError(
                 f"fleet {row['id']} is already running this file (pid {row['coordinator_pid']});"
@@ -131,7 +132,6 @@ def _add(store: FleetStore, file: Path, loaded: FleetFile, **extra: Any) -> str:
 
 def _temporal_settings(table: dict[str, str], flags: dict[str, Any]) -> TemporalSettings | None:
     """``--temporal`` and its options over the file's ``[fleet]`` keys; None for a local fleet."""
-    from loope.errors import LoopeError
 
     address = flags["address"] or table.get("temporal")
     if address is None:
@@ -165,7 +165,7 @@ def _temporal_settings(table: dict[str, str], flags: dict[str, Any]) -> Temporal
 @workdir_option
 def status(fleet_ref: str | None, json_: bool, workdir: Path | None) -> int:
     """Every fleet of the project, or one fleet's loops."""
-    from loope.fleet.pool import fleet_view
+    from loope.fleet.pool import fleet_view  # loads the store (sqlite)
     from loope.ui.fleet import final_lines, totals_line
 
     store = _store(workdir)
@@ -198,7 +198,6 @@ def _workflow_states(store: FleetStore, fleet_id: str) -> dict[str, Any] | None:
     row = store.get_fleet(fleet_id) or {}
     if not row.get("temporal"):
         return None
-    from loope.errors import LoopeError
     from loope.fleet.temporal.submit import TemporalSettings, workflow_states
 
     try:
@@ -211,7 +210,6 @@ def _workflow_states(store: FleetStore, fleet_id: str) -> dict[str, Any] | None:
 def _workflow_text(state: dict[str, Any] | None) -> str:
     if state is None:
         return "not known (no worker answers its query)"
-    from loope.text import local_clock
 
     parts = [f"{state['state']} after {state['completed']} iteration(s)"]
     if state.get("waiting_until"):
@@ -227,8 +225,7 @@ def _workflow_text(state: dict[str, Any] | None) -> str:
 @workdir_option
 def stop(fleet_ref: str, now: bool, workdir: Path | None) -> int:
     """Stop every loop of FLEET (before its next step; with --now, at once) and start no more."""
-    from loope.fleet.pool import fleet_view
-    from loope.runners import process_alive
+    from loope.fleet.pool import fleet_view  # loads the store (sqlite)
 
     store = _store(workdir)
     fleet_id = _find(store, fleet_ref)
@@ -247,8 +244,6 @@ def stop(fleet_ref: str, now: bool, workdir: Path | None) -> int:
     asked = 0
     for task in view.tasks:
         if task.status == "running" and task.run_id:
-            from loope.control import request_stop
-
             asked += int(request_stop(Path(task.workdir), task.run_id, now=now))
     row = store.get_fleet(fleet_id) or {}
     if not process_alive(row.get("coordinator_pid")) and row.get("status") == "running":
@@ -268,8 +263,7 @@ def stop(fleet_ref: str, now: bool, workdir: Path | None) -> int:
 @workdir_option
 def continue_(fleet_ref: str, json_: bool, plain: bool, workdir: Path | None) -> int:
     """Pick FLEET up again: restart loops whose runner died, start the tasks not started yet."""
-    from loope.fleet.pool import Coordinator, exit_code, resume_dead
-    from loope.runners import process_alive
+    from loope.fleet.pool import Coordinator, exit_code, resume_dead  # loads the store (sqlite)
     from loope.ui.fleet import fleet_display
 
     store = _store(workdir)
@@ -297,7 +291,6 @@ def continue_(fleet_ref: str, json_: bool, plain: bool, workdir: Path | None) ->
 
 def _store(workdir: Path | None) -> FleetStore:
     from loope.store.fleets import FleetStore
-    from loope.workspace.loopedir import ensure_loope_dir
 
     return FleetStore(ensure_loope_dir(project_dir(workdir)) / "loope.db")
 

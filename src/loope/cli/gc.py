@@ -10,14 +10,18 @@ from typing import Any
 import click
 
 from loope.cli.options import project_dir, workdir_option
+from loope.control import open_store
+from loope.enums import StopReason
+from loope.errors import LoopeError
+from loope.records.model import RunRecord
+from loope.records.rundir import RUNS, RunDir, find_run, list_runs
+from loope.runners import effective_status
+from loope.text import parse_duration
+from loope.workspace.cleanup import remove_run
+from loope.workspace.overlay import prune
 
 
 def _remove(root: Path, run_ids: list[str], *, dry_run: bool) -> int:
-    from loope.control import open_store
-    from loope.records.model import RunRecord
-    from loope.records.rundir import RUNS, RunDir
-    from loope.runners import effective_status
-    from loope.workspace.cleanup import remove_run
 
     store = open_store(root) if not dry_run else None
     verb = "would remove" if dry_run else "removed"
@@ -39,7 +43,6 @@ def _remove(root: Path, run_ids: list[str], *, dry_run: bool) -> int:
 
 def _prune_snapshots(root: Path, *, dry_run: bool) -> None:
     """Overlay workspaces' snapshots that no run left stands on go with the runs."""
-    from loope.workspace.overlay import prune
 
     for name in prune(root, dry_run=dry_run):
         short = "+".join(part[:12] for part in name.split("-"))  # a base, or a base and the thin layer above it
@@ -52,7 +55,6 @@ def _prune_snapshots(root: Path, *, dry_run: bool) -> None:
 @workdir_option
 def rm(run_refs: tuple[str, ...], dry_run: bool, workdir: Path | None) -> int:
     """Remove finished runs: run directory, worktree, branch (unless it holds others' commits), refs."""
-    from loope.records.rundir import find_run
 
     root = project_dir(workdir)
     ids = list(dict.fromkeys(find_run(root, ref).run_id for ref in run_refs))
@@ -67,10 +69,6 @@ def rm(run_refs: tuple[str, ...], dry_run: bool, workdir: Path | None) -> int:
 @workdir_option
 def gc(older_than: str | None, keep: int | None, statuses: str | None, dry_run: bool, workdir: Path | None) -> int:
     """Remove finished runs in bulk; running runs are never touched."""
-    from loope.enums import StopReason
-    from loope.errors import LoopeError
-    from loope.records.rundir import list_runs
-    from loope.runners import effective_status
     from loope.sandbox import reap
 
     root = project_dir(workdir)
@@ -106,7 +104,6 @@ def gc(older_than: str | None, keep: int | None, statuses: str | None, dry_run: 
 
 
 def _duration(text: str) -> float:
-    from loope.text import parse_duration
 
     days = text.strip().lower()
     if days.endswith("d") and days[:-1].replace(".", "", 1).isdigit():

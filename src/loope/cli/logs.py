@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,9 @@ import click
 
 from loope.cli.options import output_options, project_dir, workdir_option
 from loope.cli.options import view as make_view
+from loope.records.rundir import find_run
+from loope.records.tails import EventTail, OutputTail, follow
+from loope.runners import runner_alive
 
 
 @click.command()
@@ -19,8 +23,6 @@ from loope.cli.options import view as make_view
 @output_options
 def logs(run_ref: str, follow_: bool, workdir: Path | None, **output: Any) -> int:
     """RUN's events as the live view (or plain lines); with -f, follow it until it ends."""
-    from loope.records.rundir import find_run
-    from loope.records.tails import EventTail, OutputTail, follow
 
     rundir = find_run(project_dir(workdir), run_ref)
     view = make_view(**output)
@@ -52,9 +54,6 @@ def _alive(root: Path) -> Callable[[], bool]:
     A detached run's lock passes from the process that prepared it to its background runner
     without ever being let go, so a run is never between runners.
     """
-    import json
-
-    from loope.runners import runner_alive
 
     def alive() -> bool:
         try:

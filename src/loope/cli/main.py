@@ -10,7 +10,8 @@ from typing import Any
 import click
 
 from loope import __version__
-from loope.errors import EXIT_INTERRUPTED, EXIT_USAGE, LoopeError
+from loope.errors import EXIT_INTERRUPTED, EXIT_USAGE, MESSAGE_LIMIT, LoopeError, clip
+from loope.records.space import disk_full, full_disk_detail
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("loope.cli.run:run", "Run a loop: implement, verify, review, repeat."),
@@ -98,8 +99,6 @@ def run_cli(argv: list[str] | None = None) -> int:
         _fail(exc.message)
         return exc.exit_code
     except Exception as exc:
-        from loope.records.space import disk_full, full_disk_detail
-
         if os.environ.get("LOOPE_DEBUG") or not disk_full(exc):
             raise
         _fail(full_disk_detail(exc))  # wherever it struck (a command's own writes, the database)
@@ -108,7 +107,6 @@ def run_cli(argv: list[str] | None = None) -> int:
 
 
 def _fail(message: str) -> None:
-    from loope.errors import MESSAGE_LIMIT, clip
 
     text = clip(" ".join(message.split()), MESSAGE_LIMIT)
     click.echo(f"loope: error: {text}", err=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from loope.cli.options import project_dir, workdir_option
+from loope.mcp.clients import snippet
 
 
 @click.command()
@@ -26,8 +27,6 @@ def mcp(workdir: Path | None, client: str | None) -> int:
     """
     root = project_dir(workdir)
     if client is not None:
-        from loope.mcp.clients import snippet
-
         found = snippet(client, root)
         click.echo(found.hint, err=True)
         click.echo(found.text, nl=False)

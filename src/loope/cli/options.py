@@ -10,6 +10,7 @@ import click
 
 from loope.errors import LoopeError
 from loope.root import project_root
+from loope.ui.plain import JsonLines, PlainView
 from loope.ui.terminal import fancy_output
 
 if TYPE_CHECKING:
@@ -41,16 +42,12 @@ def views(json_: bool = False, plain: bool = False, quiet: bool = False, color: 
 def view(json_: bool = False, plain: bool = False, quiet: bool = False, color: str = "auto") -> View:
     """The view of a run the output options ask for (``loope logs`` feeds it events.jsonl lines)."""
     if json_:
-        from loope.ui.plain import JsonLines
-
         return JsonLines()
     if plain or quiet or not fancy_output(color):
-        from loope.ui.plain import PlainView
-
         return PlainView(quiet=quiet)
     from rich.console import Console
 
-    from loope.ui.live import LiveView
+    from loope.ui.live import LiveView  # loads rich
 
     return LiveView(Console(force_terminal=True) if color == "always" else None)
 

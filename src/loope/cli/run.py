@@ -7,8 +7,12 @@ from typing import Any
 
 import click
 
+from loope.agents.inspect import diagnose
+from loope.cli.control import start_detached
 from loope.cli.options import output_options, views
 from loope.errors import LoopeError
+from loope.notify.delivery import NOTIFY_LOG
+from loope.root import project_root
 
 
 @click.command(context_settings={"show_default": True})
@@ -105,7 +109,6 @@ def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool,
     from loope.spec import build_spec
 
     output = {k: flags.pop(k) for k in ("json_", "plain", "quiet", "color")}
-    from loope.root import project_root
 
     workdir = (flags.pop("workdir") or Path(project_root())).expanduser()
     flags["reviewers"] = _reviewers(flags.pop("reviewer"), flags.pop("reviewers"))
@@ -116,12 +119,11 @@ def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool,
     if spec.dry_run:
         _check_real_setup(spec)
     if detach:
-        from loope.cli.control import start_detached
         from loope.sandbox import choose
 
         choose(spec.sandbox)  # --sandbox on where it cannot work: refused here, not in the background
         return start_detached(spec)
-    from loope.services import for_project
+    from loope.services import for_project  # loads the spec (pydantic) and the store (sqlite)
 
     engine = Engine(spec, for_project(spec, views(**output)))
     try:
@@ -159,8 +161,6 @@ def _reviewers(repeated: tuple[str, ...], joined: str | None) -> list[str] | Non
 
 def _check_real_setup(spec: Any) -> None:
     """A dry run first checks what a real run would use: each agent's binary and login or key."""
-    from loope.agents.inspect import diagnose
-    from loope.errors import LoopeError
 
     options = {name: spec.agent_options(name) for name in spec.agents}
     failing = [c for c in diagnose(list(spec.dry_run_agents), options, spec.workdir, sandbox=spec.sandbox) if not c.ok]
@@ -171,7 +171,6 @@ def _check_real_setup(spec: Any) -> None:
 
 def _say_notify_problems(rundir: Path) -> None:
     """A notification that failed is said at the end (a notifier never fails the run, but must not fail silently)."""
-    from loope.notify.delivery import NOTIFY_LOG
 
     log = rundir / NOTIFY_LOG
     if log.exists():

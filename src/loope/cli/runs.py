@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from loope.errors import LoopeError
+from loope.records.runfile import DamagedRecord, load_dir
 from loope.root import project_root
 from loope.runners import effective_status
 
@@ -46,7 +47,6 @@ def load_runs(workdir: str) -> list[dict[str, Any]]:
     A run whose run.json is missing or damaged is ``{"run_id", "damaged": why}``: it is listed, and
     the others still are.
     """
-    from loope.records.runfile import DamagedRecord, load_dir
 
     root = os.path.join(workdir, ".loope", "runs")
     try:

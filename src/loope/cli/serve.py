@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import secrets
 import socket
+import webbrowser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from loope.cli.options import project_dir, workdir_option
+from loope.errors import LoopeError
 
 if TYPE_CHECKING:
     from loope.serve.guard import Guard
@@ -26,10 +29,8 @@ if TYPE_CHECKING:
 @workdir_option
 def serve(port: int, host: str, token: str | None, open_: bool, **where: Any) -> int:
     """Serve a dashboard of the runs: live updates, each step's records, the diff, the score chart, Stop."""
-    import secrets
 
-    from loope.errors import LoopeError
-    from loope.serve.guard import TOKEN_ENV, Guard, is_loopback
+    from loope.serve.guard import TOKEN_ENV, Guard, is_loopback  # loads starlette
 
     token = token or os.environ.get(TOKEN_ENV) or None
     if not is_loopback(host) and not token:
@@ -58,15 +59,12 @@ def serve(port: int, host: str, token: str | None, open_: bool, **where: Any) ->
         url += f"?token={guard.token}"
         click.echo(f"listening beyond this machine: every request needs the token; open {url}")
     if open_:
-        import webbrowser
-
         webbrowser.open(url)
     _run(roots, guard, sock)
     return 0
 
 
 def _roots(here: Path, extra: tuple[Path, ...]) -> list[Path]:
-    from loope.errors import LoopeError
 
     roots = [here]
     for path in extra:
@@ -81,7 +79,7 @@ def _roots(here: Path, extra: tuple[Path, ...]) -> list[Path]:
 def _run(roots: list[Path], guard: Guard, sock: socket.socket) -> None:
     import uvicorn
 
-    from loope.serve.app import create_app
+    from loope.serve.app import create_app  # loads starlette
 
     config = uvicorn.Config(
         create_app(roots, guard),

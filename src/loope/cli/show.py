@@ -9,8 +9,12 @@ from typing import Any
 import click
 
 from loope.cli.options import project_dir, workdir_option
+from loope.engine.resume import reopen_workspace
+from loope.errors import LoopeError
 from loope.records.report import render
 from loope.records.rundir import find_run
+from loope.records.serial import to_data
+from loope.records.tails import tail_lines
 
 TRANSCRIPT_LINES = 40
 
@@ -43,8 +47,6 @@ def show(run_ref: str, *, diff: bool, json_: bool, step: int | None, candidates:
         click.echo(text.rstrip("\n") if text.strip() else "(no changes)")
     else:
         if data.get("status") == "running":
-            from loope.records.serial import to_data
-
             data["changes"] = {"files": to_data(_workspace(rundir).changes())}
         click.echo(render(data).rstrip("\n"))
     return 0
@@ -52,15 +54,12 @@ def show(run_ref: str, *, diff: bool, json_: bool, step: int | None, candidates:
 
 def _workspace(rundir: Any) -> Any:
     """The run's workspace as it is now (a running run's changes so far)."""
-    from loope.engine.resume import reopen_workspace
 
     return reopen_workspace(rundir.record().workspace)
 
 
 def step_text(root: Path, number: int) -> str:
     """One step's records: what it was asked, what it answered (or printed), the end of its transcript."""
-    from loope.errors import LoopeError
-    from loope.records.tails import tail_lines
 
     found = sorted((root / "agents").glob(f"{number:02d}-*"))
     if not found:

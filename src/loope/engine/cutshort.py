@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loope.records.model import StepRecord
+from loope.records.space import disk_full, full_disk_detail
 
 if TYPE_CHECKING:
     from loope.agents.base import AgentEvent, AgentResult
@@ -85,7 +86,6 @@ class Tally:
 
 def why_cut(exc: BaseException) -> str:
     """What cut a step short, in a few words."""
-    from loope.records.space import disk_full, full_disk_detail
 
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted with Ctrl-C"

@@ -16,6 +16,7 @@ from loope.records.anchor import RunDirAnchor
 from loope.records.model import LoopState, RunRecord, StepRecord
 from loope.records.rundir import RunDir
 from loope.records.runjson import RunJsonWriter
+from loope.records.space import unless_disk_full
 from loope.sandbox import UNSANDBOXED, RunSandbox
 from loope.spec import LoopSpec
 from loope.workspace.workspace import Workspace
@@ -111,7 +112,6 @@ class RunState:
 
     def save_if_possible(self) -> None:
         """Save, unless the disk is too full for it: the run's last record, written where a byte still can be."""
-        from loope.records.space import unless_disk_full
 
         with unless_disk_full():
             self.save()

@@ -30,6 +30,8 @@ from loope.events import (
 from loope.records.atomic import append_line, write_bytes, write_text
 from loope.records.model import FileChange, StepRecord, now_iso
 from loope.records.sealed import SealedLog
+from loope.records.space import unless_disk_full
+from loope.verify.confine import BOUNDARY, BOUNDARY_NAME, pytest_addopts
 from loope.verify.gate import GateResult, check_env, pid_recorder, read_output, run_gate, run_shell
 from loope.verify.metric import Measurement, measure
 from loope.verify.report import tail
@@ -214,7 +216,6 @@ class StepRunner:
 
     def _record_quietly(self, record: StepRecord) -> None:
         """Record a step cut short; a disk too full to save it now leaves it for the run's last save."""
-        from loope.records.space import unless_disk_full
 
         with unless_disk_full():
             self.run.add_step(record)
@@ -299,7 +300,6 @@ class StepRunner:
 
     def gate_env(self) -> dict[str, str]:
         """The gate's environment: the user's, with pytest's config search kept inside the workspace."""
-        from loope.verify.confine import BOUNDARY, BOUNDARY_NAME, pytest_addopts
 
         if self._tracked is None:
             self._tracked = [p for p in self.run.workspace.git.out("ls-files", "-z").split("\0") if p]

@@ -18,12 +18,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from loope.control import request_stop, start_detached
+from loope.control import hand_over, request_stop, start_detached
 from loope.errors import EXIT_FAILED, EXIT_OK, LoopeError
 from loope.records.model import now_iso
 from loope.records.rundir import RUNS, RunDir
-from loope.runners import effective_status, process_alive
+from loope.runners import LOCK_FILE, effective_status, process_alive
 from loope.store.fleets import FleetStore
+from loope.workspace.loopedir import LOOPE_DIR
 
 POLL_S = 0.5
 WAITING = ("pending", "running")
@@ -303,9 +304,7 @@ def resume_dead(store: FleetStore, fleet_id: str) -> list[str]:
     The run's lock is taken here and handed to the new runner, so the run is never seen dead or
     taken by anyone else in between; a run someone else took up meanwhile is left to them.
     """
-    from loope.control import hand_over
-    from loope.engine.run import RunnerLock
-    from loope.runners import LOCK_FILE
+    from loope.engine.run import RunnerLock  # loads the sandbox
 
     restarted: list[str] = []
     for task in fleet_view(store, fleet_id).tasks:
@@ -327,7 +326,6 @@ def resume_dead(store: FleetStore, fleet_id: str) -> list[str]:
 
 def recent_fleets(project: Path, limit: int = 10) -> list[dict[str, Any]]:
     """The project's most recent fleets, each with where it runs and its loops' statuses (none without a store)."""
-    from loope.workspace.loopedir import LOOPE_DIR
 
     path = project / LOOPE_DIR / "loope.db"
     if not path.is_file():

@@ -18,10 +18,14 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loope.agents.setback import parse_reset
 from loope.fleet import transport
 from loope.fleet.orders import SegmentOrder, SegmentReport
+from loope.proc import run_process
 from loope.records.atomic import write_text
-from loope.workspace.git import Git
+from loope.records.rundir import RUNS, RunDir
+from loope.workspace.git import Git, safe_command, safe_env
+from loope.workspace.loopedir import ensure_loope_dir
 from loope.workspace.workspace import restart_own_index
 
 if TYPE_CHECKING:
@@ -64,7 +68,6 @@ class Segment:
     def run(self) -> SegmentReport:
         from loope.engine.loop import Engine
         from loope.engine.segments import MoreBudget
-        from loope.records.rundir import RunDir
 
         order = self.order
         repo, workdir, rundir = self._lay_out()
@@ -89,7 +92,6 @@ class Segment:
         snapshot = transport.push(repo, rundir, order.remote, ref, order.key)
         write_text(repo.work_tree.parent / "left-at", snapshot.commit + "\n")
         found = _RESETS.search(final.stop_detail or "") if final.stop_reason == "usage_limited" else None
-        from loope.agents.setback import parse_reset
 
         return SegmentReport(
             run_id=final.run_id,
@@ -109,10 +111,6 @@ class Segment:
 
     def _lay_out(self) -> tuple[Git, Path, Path]:
         """This worker's copy of the run: a clone holding the run's commits, the run dir, the workspace."""
-        from loope.proc import run_process
-        from loope.records.rundir import RUNS
-        from loope.workspace.git import safe_command, safe_env
-        from loope.workspace.loopedir import ensure_loope_dir
 
         order = self.order
         top = self.root / re.sub(r"[^A-Za-z0-9_.-]+", "-", order.key) / "repo"
@@ -158,7 +156,7 @@ def _left(budget: float | None, spent: float) -> float | None:
 
 def _services(spec: LoopSpec) -> Services:
     """The worker's own store (stop control, the run's row); no notifiers, no memory: those are the submitter's."""
-    from loope.engine.roster import Services
+    from loope.engine.roster import Services  # loads the spec (pydantic)
     from loope.store.db import Store
     from loope.store.observer import StoreControl, StoreObserver
 

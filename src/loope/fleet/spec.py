@@ -16,6 +16,8 @@ from typing import Any
 
 from loope.errors import LoopeError
 from loope.proc import run_process
+from loope.text import parse_duration
+from loope.workspace.git import safe_command, safe_env
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _FLEET_KEYS = {"jobs", "max_cost", "max_time", "temporal", "remote", "namespace", "task_queue"}
@@ -89,7 +91,6 @@ def _table(path: Path, data: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _settings(path: Path, table: dict[str, Any], jobs_flag: int | None) -> FleetSettings:
-    from loope.text import parse_duration
 
     unknown = sorted(set(table) - _FLEET_KEYS)
     if unknown:
@@ -142,7 +143,6 @@ def _task(path: Path, index: int, entry: dict[str, Any], defaults: dict[str, Any
 
 def _clone(home: Path, name: str, url: Any, where: str) -> Path:
     """A task's ``repo``, cloned once under ``<home>/.loope/fleet-repos/<name>`` (its runs work there)."""
-    from loope.workspace.git import safe_command, safe_env
 
     if not isinstance(url, str) or not url.strip():
         raise LoopeError(f"{where}: repo must be a git URL or path")

@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from loope.errors import LoopeError
+from loope.proc import kill_group
 from loope.records.atomic import write_text
 from loope.workspace.git import Git, toplevel
+from loope.workspace.loopedir import ensure_loope_dir
 from loope.workspace.workspace import INDEX_FILE
 
 STEP_FILE_CAP = 4 * 1024 * 1024
@@ -187,7 +189,6 @@ def clear_records(rundir: Path) -> None:
 
 def place_state(rundir: Path, workspace: Path) -> None:
     """Move the travelling state file into the workspace's ``.loope/``."""
-    from loope.workspace.loopedir import ensure_loope_dir
 
     travelled = rundir / _STATE
     if travelled.exists():
@@ -220,7 +221,6 @@ def repo_of(workdir: Path) -> tuple[Git, str]:
 
 def kill_leftovers(rundir: Path) -> None:
     """Kill the process groups a dead runner's steps left behind in ``rundir`` (before it is replaced)."""
-    from loope.proc import kill_group
 
     agents = rundir / "agents"
     if not agents.is_dir():

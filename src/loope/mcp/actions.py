@@ -11,13 +11,17 @@ import json
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from loope.control import run_status, start_detached, stop_run
+from loope.engine.resume import reopen_workspace
 from loope.errors import LoopeError
 from loope.mcp.request import DEFAULT_MAX_COST_USD, DEFAULT_MAX_ITERATIONS, StartArgs
-
-if TYPE_CHECKING:
-    from loope.records.rundir import RunDir
+from loope.records.report import render
+from loope.records.rundir import RUNS, RunDir, find_run, list_runs
+from loope.records.state_file import section
+from loope.runners import effective_status
+from loope.workspace import apply as landing
 
 LIST_LIMIT = 50
 RECENT_S = 24 * 3600
@@ -44,7 +48,6 @@ def workdir_for(workspace: str | None, project: Path) -> Path:
 
 def find(workdir: Path, ref: str) -> RunDir:
     """The loop ``ref`` names, with errors that point at the tools rather than the CLI."""
-    from loope.records.rundir import find_run
 
     return find_run(workdir, ref, start_hint="start one with loope_start", list_hint="loope_list gives the ids")
 
@@ -59,7 +62,6 @@ def _compact(data: dict[str, Any]) -> dict[str, Any]:
 
 def start(args: StartArgs, workdir: Path) -> dict[str, Any]:
     """Build the spec (defaults < loope.toml < these values) and drive the loop in the background."""
-    from loope.control import start_detached
     from loope.spec import build_spec
 
     given = args.model_fields_set
@@ -105,8 +107,6 @@ def start(args: StartArgs, workdir: Path) -> dict[str, Any]:
 
 def progress(workdir: Path, run_id: str) -> tuple[str, int]:
     """What ``loope_status wait_s`` watches: the loop's status and how many iterations it finished."""
-    from loope.records.rundir import RUNS
-    from loope.runners import effective_status
 
     root = workdir / RUNS / run_id
     try:
@@ -123,7 +123,6 @@ def progress(workdir: Path, run_id: str) -> tuple[str, int]:
 
 def status(workdir: Path, run_id: str) -> dict[str, Any]:
     """Where the loop is, its budgets, and (while it runs) what the agent's state file says it does next."""
-    from loope.control import run_status
 
     full = run_status(workdir, run_id)
     loop = full["loop"]
@@ -152,7 +151,6 @@ def _agent_state(full: dict[str, Any], *, running: bool) -> dict[str, Any]:
     work in flight. Once the loop finished, its status is the truth and the frontmatter is left
     out; a blocked agent's notes still say why it stopped. An untouched template says nothing.
     """
-    from loope.records.state_file import section
 
     front = full["frontmatter"]
     text = full["state_excerpt"]
@@ -180,7 +178,6 @@ def _next(run_id: str, status: str) -> str:
 
 def stop(workdir: Path, ref: str, *, now: bool) -> dict[str, Any]:
     """Ask the loop to stop before its next step (``now``: kill the step in flight too)."""
-    from loope.control import stop_run
 
     rundir = find(workdir, ref)
     requested, detail = stop_run(workdir, rundir.run_id, now=now)
@@ -190,7 +187,6 @@ def stop(workdir: Path, ref: str, *, now: bool) -> dict[str, Any]:
 
 def list_loops(workdir: Path, *, every: bool) -> dict[str, Any]:
     """Running loops and those finished in the last day, newest first; ``every``: the 50 most recent."""
-    from loope.records.rundir import list_runs
 
     loops: list[dict[str, Any]] = []
     finished = 0
@@ -213,7 +209,7 @@ def list_loops(workdir: Path, *, every: bool) -> dict[str, Any]:
 
 
 def _fleets(workdir: Path) -> list[dict[str, Any]]:
-    from loope.fleet.pool import recent_fleets
+    from loope.fleet.pool import recent_fleets  # loads the store (sqlite), only for the fleets
 
     return [
         {**fleet, "loops": [_compact({k: v for k, v in loop.items() if k != "workdir"}) for loop in fleet["loops"]]}
@@ -230,7 +226,6 @@ def _recent(stamp: Any) -> bool:
 
 
 def _summary_line(record: dict[str, Any], run_root: Path) -> dict[str, Any]:
-    from loope.runners import effective_status
 
     totals = record.get("totals", {})
     return _compact(
@@ -268,7 +263,6 @@ _SUMMARY_KEYS = (
 
 def show(workdir: Path, ref: str, *, diff: bool) -> dict[str, Any]:
     """The loop's report (markdown), the gist of its run.json, and optionally its cumulative diff."""
-    from loope.records.report import render
 
     rundir = find(workdir, ref)
     record = rundir.read_json("run.json")
@@ -289,15 +283,12 @@ def _diff(root: Path, record: dict[str, Any]) -> str:
     path = root / "changes.diff"
     if record.get("status") != "running" and path.exists():
         return path.read_text(encoding="utf-8", errors="replace")
-    from loope.engine.resume import reopen_workspace
-    from loope.records.rundir import RunDir
 
     return reopen_workspace(RunDir(root).record().workspace).diff()
 
 
 def apply(workdir: Path, ref: str, *, delete: bool, force: bool, dry_run: bool) -> dict[str, Any]:
     """Land a finished loop's changes in its workdir, with the safety of ``loope apply``."""
-    from loope.workspace import apply as landing
 
     rundir = find(workdir, ref)
     record = rundir.record()

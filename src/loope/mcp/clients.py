@@ -35,7 +35,7 @@ def launcher() -> list[str]:
 
 def snippet(client: str, workdir: Path, command: list[str] | None = None) -> Snippet:
     """The config for ``client`` that starts ``loope mcp --workdir WORKDIR``, and how to allow its tools."""
-    from loope.mcp.request import WAIT_MAX_S
+    from loope.mcp.request import WAIT_MAX_S  # loads pydantic, for a command that only prints a config
     from loope.mcp.tools import READ_ONLY, TOOLS
 
     program, *prefix = command or launcher()

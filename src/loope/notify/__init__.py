@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from loope.errors import LoopeError
+from loope.notify.command import CommandNotifier
 from loope.notify.delivery import Drain, Queued
-from loope.notify.slack import API_URL_ENV, TOKEN_ENV
+from loope.notify.slack import API_URL_ENV, TOKEN_ENV, SlackNotifier
+from loope.notify.webhook import WebhookNotifier
 
 if TYPE_CHECKING:
     from loope.events import Observer
@@ -91,16 +93,10 @@ def build_notifiers(specs: list[str], *, store: Store) -> list[Observer]:
     direct: list[Observer] = []  # run on the engine's thread
     for parsed in parse_specs(specs):
         if parsed.kind == "slack":
-            from loope.notify.slack import TOKEN_ENV, SlackNotifier
-
             queued.append(SlackNotifier(parsed.value, token=os.environ[TOKEN_ENV].strip(), store=store))
         elif parsed.kind == "webhook":
-            from loope.notify.webhook import WebhookNotifier
-
             queued.append(WebhookNotifier(parsed.value))
         else:
-            from loope.notify.command import CommandNotifier
-
             direct.append(CommandNotifier(parsed.value))
     if not queued:
         return direct

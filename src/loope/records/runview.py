@@ -7,12 +7,13 @@ it holds. It works on plain event dicts, so a reader in another process needs no
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from loope.records.lanes import Lanes
+from loope.records.tails import EventTail
 
 SPARKS = "▁▂▃▄▅▆▇█"
 WAIT_TYPES = ("limit_wait",)
@@ -165,7 +166,6 @@ class RunView:
 
     def to_dict(self) -> dict[str, Any]:
         """The state as JSON-ready data (the dashboard's live view of a run)."""
-        from dataclasses import asdict
 
         data = asdict(self)
         data["running"] = [{**asdict(s), "label": s.label} for s in self.running.values()]
@@ -331,7 +331,6 @@ _HANDLERS = {
 
 def read_view(events_path: Path) -> tuple[RunView, int]:
     """A run's view from its events.jsonl (empty when it has none yet), and the offset it was read to."""
-    from loope.records.tails import EventTail
 
     view = RunView()
     tail = EventTail(events_path)

@@ -11,8 +11,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
+
+from loope.records.atomic import append_line, write_text
 
 RESERVE_NAME = ".reserve"
 RESERVE_BYTES = 512 * 1024
@@ -46,9 +49,6 @@ def failure_detail(exc: BaseException, error_log: Path) -> str:
     """The stop detail of a run that loope itself failed; the traceback goes to ``error_log`` if it can."""
     if disk_full(exc):
         return full_disk_detail(exc)
-    import traceback
-
-    from loope.records.atomic import write_text
 
     try:
         write_text(error_log, traceback.format_exc())
@@ -100,7 +100,6 @@ def unless_disk_full() -> Iterator[None]:
 
 def append_quietly(path: Path, line: str) -> None:
     """Append a diagnostic line when the disk allows it: a log that cannot be written must not end a run."""
-    from loope.records.atomic import append_line
 
     with contextlib.suppress(OSError):
         append_line(path, line)

@@ -13,6 +13,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from loope.records.sealed import next_line
+from loope.text import strip_ansi
+
 TAIL_BYTES = 8192
 POLL_S = 0.2
 CHECK_ADAPTERS = ("gate", "metric", "success")
@@ -20,7 +23,6 @@ CHECK_ADAPTERS = ("gate", "metric", "success")
 
 def tail_lines(path: Path, count: int, max_bytes: int = TAIL_BYTES) -> list[str]:
     """The last ``count`` non-empty lines of ``path`` (read from its last ``max_bytes``); [] when it is absent."""
-    from loope.text import strip_ansi
 
     try:
         with path.open("rb") as handle:
@@ -80,7 +82,6 @@ class EventTail(LineTail):
         self.expected: int | None = None
 
     def read(self) -> list[dict[str, Any]]:
-        from loope.records.sealed import next_line
 
         events = []
         for line in self.read_lines():
@@ -105,7 +106,6 @@ class OutputTail:
 
     def read(self, steps: list[Any]) -> list[str]:
         """New output of the running check ``steps`` (``records.runview.Step``), at most ``lines`` of it per poll."""
-        from loope.text import strip_ansi
 
         out: list[str] = []
         for step in steps:

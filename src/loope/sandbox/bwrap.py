@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from loope.proc import run_process
+
 PROBE_TIMEOUT_S = 20.0
 _BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
 # A PID namespace per step (its init ends every process in it when the command ends or its parent
@@ -29,7 +31,6 @@ class Support:
 @functools.lru_cache(maxsize=1)
 def support() -> Support:
     """Whether bubblewrap can build the sandbox loope needs on this machine (cached)."""
-    from loope.proc import run_process
 
     binary = shutil.which("bwrap")
     if binary is None:

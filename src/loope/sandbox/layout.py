@@ -10,6 +10,7 @@ dir) are read-only too: git status, diff and log work inside, git add and commit
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,7 +145,6 @@ def _matching(prefix: str, tracked: Iterable[str], patterns: Iterable[str]) -> l
 
 def named_paths(command: str, cwd: Path) -> list[Path]:
     """The existing files and directories a shell command names (``/tmp/agent.py``, ``./check.sh``)."""
-    import shlex
 
     try:
         words = shlex.split(command)

@@ -14,6 +14,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from loope.control import stop_run
+from loope.errors import LoopeError
 from loope.records.rundir import RunDir
 from loope.serve import data
 from loope.serve.guard import TOKEN_COOKIE, Guard
@@ -111,8 +113,6 @@ class Dashboard:
             body: Any = await request.json()
         except ValueError:
             body = {}
-        from loope.control import stop_run
-        from loope.errors import LoopeError
 
         project, rundir = found
         try:

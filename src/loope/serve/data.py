@@ -8,8 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loope.engine.resume import reopen_workspace
+from loope.errors import LoopeError
+from loope.records.model import RunRecord
 from loope.records.rundir import RUNS, RunDir, list_runs, state_file_of
+from loope.records.runview import read_view
 from loope.runners import effective_status
+from loope.workspace.loopedir import outside_view
 
 PAGE_BYTES = 64 * 1024
 STEP_FILES = ("prompt.md", "result.md", "transcript.jsonl", "events.jsonl", "output.log", "command.txt", "changes.diff")
@@ -71,7 +76,7 @@ def runs(all_projects: list[Project]) -> list[dict[str, Any]]:
 
 def fleets(all_projects: list[Project]) -> list[dict[str, Any]]:
     """Every project's recent fleets; a loop links to its run when its workdir is one of the projects shown."""
-    from loope.fleet.pool import recent_fleets
+    from loope.fleet.pool import recent_fleets  # loads the store (sqlite), only for the fleets
 
     shown = {str(p.root.resolve()): p for p in all_projects}
     found = []
@@ -103,8 +108,6 @@ def runs_stamp(all_projects: list[Project]) -> tuple[Any, ...]:
 
 def run_detail(project: Project, rundir: RunDir) -> dict[str, Any]:
     """Everything the run page draws: the record, the folded events, the state file, the metric."""
-    from loope.records.runview import read_view
-    from loope.workspace.loopedir import outside_view
 
     record = _json(rundir / "run.json")
     spec = _json(rundir / "spec.json")
@@ -216,9 +219,6 @@ def diff(rundir: RunDir) -> str:
     path = rundir / "changes.diff"
     if record.get("status") != "running" and path.exists():
         return path.read_text(encoding="utf-8", errors="replace")
-    from loope.engine.resume import reopen_workspace
-    from loope.errors import LoopeError
-    from loope.records.model import RunRecord
 
     try:
         return reopen_workspace(RunRecord.from_dict(record).workspace).diff()

@@ -10,6 +10,7 @@ from typing import Any
 from starlette.requests import Request
 
 from loope.records.rundir import RunDir
+from loope.records.tails import EventTail
 from loope.serve import data
 
 POLL_S = 0.3
@@ -23,7 +24,6 @@ def message(payload: Any, *, event: str = "message", id_: int | None = None) -> 
 
 async def run_events(request: Request, rundir: RunDir, offset: int) -> AsyncIterator[str]:
     """Each event of the run from byte ``offset`` of events.jsonl on (its id: the offset after it)."""
-    from loope.records.tails import EventTail
 
     tail = EventTail(rundir / "events.jsonl")
     tail.offset = offset

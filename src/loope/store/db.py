@@ -19,6 +19,7 @@ from typing import Any
 
 from loope.errors import LoopeError
 from loope.store.migrations import migrate
+from loope.workspace.loopedir import ensure_loope_dir
 
 DB_NAME = "loope.db"
 BUSY_TIMEOUT_S = 5.0
@@ -35,7 +36,6 @@ class Store:
 
     @classmethod
     def for_project(cls, workdir: Path) -> Store:
-        from loope.workspace.loopedir import ensure_loope_dir
 
         return cls(ensure_loope_dir(workdir) / DB_NAME)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from loope.records.lanes import Lanes
-from loope.records.report import files_text
+from loope.records.report import files_text, landing_hints, money, outcome_line
 from loope.records.runview import RETRY_TYPES, Gate, RunView, sparkline
 
 INDENT = "     "
@@ -122,7 +122,6 @@ def next_command(data: dict[str, Any], run_id: str) -> str:
 
 def summary_lines(data: dict[str, Any], run_id: str, view: RunView | None = None) -> list[str]:
     """The closing lines: outcome, time, totals, what changed, and the next command."""
-    from loope.records.report import landing_hints, money, outcome_line
 
     record = {**data, "run_id": run_id}
     out = [outcome_line(record)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from typing import Any, TextIO
@@ -79,6 +80,5 @@ class JsonLines(View):
         self.open = self.open and write_lines(self.stream, [event.to_json()])
 
     def show(self, event: dict[str, Any]) -> None:
-        import json
 
         self.open = self.open and write_lines(self.stream, [json.dumps(event, ensure_ascii=False)])

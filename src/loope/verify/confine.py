@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import configparser
 import shlex
+import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,8 +27,6 @@ def configures_pytest(path: Path) -> bool:
     name = path.name
     try:
         if name == "pyproject.toml":
-            import tomllib
-
             tool = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {})
             return isinstance(tool, dict) and "pytest" in tool
         if name in ("pytest.ini", ".pytest.ini"):

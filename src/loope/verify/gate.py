@@ -14,6 +14,7 @@ from loope.records.atomic import append_line
 from loope.sandbox import UNSANDBOXED, RunSandbox
 from loope.verify.failures import parse_failures
 from loope.verify.report import MAX_FAILURES, GateReport, tail
+from loope.verify.summary import runner_summary
 
 OUTPUT_SCAN_BYTES = 1_000_000
 COUNT_LIMIT = 100_000  # failures parsed to count them when the runner printed no summary
@@ -115,7 +116,6 @@ def run_gate(
     sandbox: RunSandbox = UNSANDBOXED,
 ) -> GateResult:
     """Run the gate once; pass/fail with the failing checks parsed from its output."""
-    from loope.verify.summary import runner_summary
 
     proc = run_shell(command, cwd=cwd, log=log, timeout=timeout, cancel=cancel, env=env, sandbox=sandbox)
     output = read_output(log)

@@ -10,8 +10,10 @@ imports are followed as well (with ``ast``, bounded), since any of them could pr
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import shlex
+import sys
 from pathlib import Path
 
 _SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", "\n", "|&", ";;"}
@@ -194,8 +196,6 @@ def shadowed_module(rel: str, root: Path) -> str | None:
     Python puts the directory it runs in first on ``sys.path`` (``python -m pytest``, ``python
     score.py``): a ``pluggy.py`` there that exits 0 is imported by pytest before any test runs.
     """
-    import importlib.util
-    import sys
 
     parts = rel.split("/")
     if len(parts) == 1 and parts[0].endswith(".py"):

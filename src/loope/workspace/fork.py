@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from loope.enums import WorkspaceMode
-from loope.workspace import safefs
+from loope.workspace import overlay, safefs
 from loope.workspace.changes import ChangeTracker
 from loope.workspace.git import Git
 from loope.workspace.ignores import FrozenIgnores
@@ -34,8 +34,6 @@ def fork(run: Workspace, run_dir: Path, index: int) -> Workspace:
     """A new workspace for candidate ``index`` at ``run.head``, seeing what ``run`` sees."""
     root = run_dir / CANDIDATES_DIR
     if run.mode == WorkspaceMode.OVERLAY:  # the same snapshot, a copy of the run's upper layer
-        from loope.workspace import overlay
-
         tree, git_dir = overlay.fork(run.git.work_tree.parent, root / f"c{index}", _admin(run), run.head)
     else:
         tree = root / f"c{index}"

@@ -20,11 +20,17 @@ import ctypes
 import functools
 import json
 import os
+import shutil
+import stat
+import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from loope.errors import LoopeError
+from loope.proc import run_process
+from loope.records.atomic import write_text
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
@@ -186,8 +192,6 @@ def probe(scratch: Path) -> Probe:
     found = _run_probe(scratch)
     known[key] = {"works": found.works, "reason": found.reason}
     with contextlib.suppress(OSError):
-        from loope.records.atomic import write_text
-
         write_text(cache, json.dumps(known, indent=1, sort_keys=True) + "\n")
     return found
 
@@ -212,11 +216,6 @@ def _read_cache(path: Path) -> dict[str, dict[str, object]]:
 
 
 def _run_probe(scratch: Path) -> Probe:
-    import shutil
-    import sys
-    import tempfile
-
-    from loope.proc import run_process
 
     root = Path(tempfile.mkdtemp(prefix=".overlay-probe-", dir=scratch))
     try:
@@ -233,8 +232,6 @@ def _run_probe(scratch: Path) -> Probe:
 
 def selftest(root: str) -> None:
     """The probe's child: an overlay that behaves as loope relies on, or one line on stderr and exit 1."""
-    import stat
-    import sys
 
     base = Path(root)
     lower, upper, work, merged = (base / n for n in ("lower", "upper", "work", "merged"))

@@ -13,6 +13,7 @@ states) go to ``.loope/snapshots/git``, which borrows the user's objects.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import shutil
@@ -57,7 +58,6 @@ class Store:
     @contextlib.contextmanager
     def lock(self, *, shared: bool) -> Iterator[None]:
         """Making and mounting layers (shared) against removing them (exclusive)."""
-        import fcntl
 
         self.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.git_dir.parent / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)

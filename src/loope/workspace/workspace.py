@@ -18,7 +18,7 @@ from loope.errors import LoopeError
 from loope.proc import run_process
 from loope.records.atomic import write_bytes, write_text
 from loope.records.model import FileChange
-from loope.workspace import safefs
+from loope.workspace import overlay, safefs
 from loope.workspace.branch import drop_branch, snapshot
 from loope.workspace.changes import ChangeFeed, ChangeTracker
 from loope.workspace.copying import copy_entry, visible_files
@@ -26,6 +26,7 @@ from loope.workspace.git import Comparison, Git, safe_command, safe_env, topleve
 from loope.workspace.ignores import FrozenIgnores, collect
 from loope.workspace.loopedir import LOOPE_DIR as LOOPE_DIR  # noqa: PLC0414 - re-exported for older importers
 from loope.workspace.loopedir import ensure_loope_dir as ensure_loope_dir  # noqa: PLC0414 - re-exported likewise
+from loope.workspace.overlay import choose
 from loope.workspace.watch import Watcher
 
 INDEX_FILE = "workspace.index"
@@ -74,8 +75,6 @@ class Workspace:
         top = toplevel(workdir)
         note = None
         if mode == WorkspaceMode.AUTO:
-            from loope.workspace.overlay import choose
-
             mode, note = choose(workdir, top)
         chosen = mode or (WorkspaceMode.WORKTREE if top else WorkspaceMode.COPY)
         if chosen == WorkspaceMode.OVERLAY:
@@ -128,7 +127,6 @@ class Workspace:
 
     @classmethod
     def _overlay(cls, workdir: Path, top: Path | None, run_dir: Path) -> Workspace:
-        from loope.workspace import overlay
 
         if top is None:
             raise LoopeError(f"{workdir} is not in a git repository; run `git init` there or use --workspace copy")
@@ -220,8 +218,6 @@ class Workspace:
         """
         tracker = self._changes()
         if feed is None and self.mode == WorkspaceMode.OVERLAY:
-            from loope.workspace import overlay
-
             feed = overlay.feed(self.git.work_tree.parent)  # its upper layer lists every change, no inotify needed
         if feed is None and os.environ.get("LOOPE_WATCH") != "scan":
             watcher = Watcher(self.git.work_tree, tracker.watch_dirs())
@@ -233,15 +229,11 @@ class Workspace:
         if self.tracker is not None:
             self.tracker.close()
         if self.mode == WorkspaceMode.OVERLAY:
-            from loope.workspace import overlay
-
             overlay.unmount(self.git.work_tree.parent)
 
     def mount(self) -> None:
         """Make the tree present again where it is a mount (an overlay's, gone with the runner that made it)."""
         if self.mode == WorkspaceMode.OVERLAY:
-            from loope.workspace import overlay
-
             overlay.mount(self.git.work_tree.parent)
 
     def _changes(self) -> ChangeTracker:

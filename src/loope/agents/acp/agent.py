@@ -27,6 +27,8 @@ from loope.agents.claude import sandbox_env as claude_sandbox_env
 from loope.agents.codex import CodexAgent
 from loope.agents.failure import explain
 from loope.agents.gemini import GeminiAgent
+from loope.agents.pricing import estimate
+from loope.agents.setback import from_text
 from loope.records.atomic import write_text
 
 _ENV_SAFE = re.compile(r"[^A-Z0-9]+")
@@ -121,7 +123,7 @@ class AcpAgent:
         env = {**os.environ, **request.protocol_env(), **self.model_env(), **self.sandbox_env(request), **request.env}
         import asyncio  # here, not at import: listing the adapters needs no event loop
 
-        from loope.agents.acp.session import drive
+        from loope.agents.acp.session import drive  # loads the ACP SDK, asyncio and pydantic
         from loope.sandbox.layout import named_paths
 
         home = Path(env.get("HOME") or Path.home())
@@ -142,7 +144,6 @@ class AcpAgent:
             error = "stopped"
         elif error:
             error = explain(f"{self.label}: {error}", outcome.stderr_tail)
-        from loope.agents.setback import from_text
 
         # A rate limit or a plan's usage limit is retried or waited out, as for every other adapter.
         setback = None
@@ -172,7 +173,6 @@ class AcpAgent:
         """The agent's own figure when it sent one, else an estimate from the tokens (flagged)."""
         if reported is not None:
             return reported, False
-        from loope.agents.pricing import estimate
 
         estimated = estimate(self.model, input_tokens, output_tokens, self.options)
         return (estimated, True) if estimated is not None else (0.0, False)

@@ -10,6 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
+from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
+from acp.connection import StreamEvent
+from acp.interfaces import Client
+from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
+
 from loope.agents.acp.client import LoopeClient
 from loope.agents.base import AgentRequest
 from loope.proctree import kill_tree
@@ -91,10 +96,6 @@ async def _converse(
     transcript: IO[str],
     version: str,
 ) -> None:
-    from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
-    from acp.connection import StreamEvent
-    from acp.interfaces import Client
-    from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
     def record(event: StreamEvent) -> None:
         transcript.write(json.dumps({"dir": event.direction.value, **event.message}, ensure_ascii=False) + "\n")

@@ -17,14 +17,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loope.engine.resume import reopen_workspace
+from loope.engine.roster import Services
 from loope.engine.run import RunnerLock
+from loope.enums import WorkspaceMode
 from loope.errors import LoopeError
 from loope.fleet import transport
 from loope.fleet.orders import LoopOrder, LoopStatus
 from loope.fleet.pool import Coordinator, FleetDisplay, FleetView, TaskView, _shared_budget
 from loope.fleet.temporal.client import Bridge
+from loope.records.atomic import write_text
+from loope.records.model import RunRecord, now_iso
 from loope.records.rundir import RUNS
+from loope.spec import LoopSpec
+from loope.store.db import Store
 from loope.store.fleets import FleetStore
+from loope.workspace.branch import publish_run
 from loope.workspace.git import Git
 
 POLL_S = 1.0
@@ -81,8 +89,6 @@ class TemporalCoordinator(Coordinator):
         return self.settings
 
     def _start(self, task: TaskView, view: FleetView) -> None:
-        from loope.enums import WorkspaceMode
-        from loope.spec import LoopSpec
 
         settings = self._settings
         row = next(t for t in self.store.fleet_tasks(self.fleet_id) if t["name"] == task.name)
@@ -158,7 +164,6 @@ class TemporalCoordinator(Coordinator):
 
     def _forward_stop(self, key: str, workdir: Path, run_id: str) -> None:
         """A stop asked of the run here (`loope stop RUN`, the dashboard, MCP) becomes its workflow's signal."""
-        from loope.store.db import Store
 
         asked, now = Store.for_project(workdir).stop_flags(run_id)
         if asked and self._forwarded.get(key) != now:
@@ -169,8 +174,6 @@ class TemporalCoordinator(Coordinator):
 def _prepare(spec: Any, remote: str, key: str) -> tuple[str, str, str, RunnerLock]:
     """Prepare the run here and push it; (run id, workdir below the repository's top, records ref, its lock)."""
     from loope.engine.loop import Engine
-    from loope.engine.roster import Services
-    from loope.store.db import Store
     from loope.store.observer import StoreObserver
 
     repo, sub = transport.repo_of(spec.workdir)
@@ -205,9 +208,6 @@ def bring_home(rundir: Path, remote: str, ref: str) -> None:
 
 def _publish(rundir: Path) -> None:
     """The run's branch here gets the commits that came home (replayed on the user's HEAD, as a local run's)."""
-    from loope.engine.resume import reopen_workspace
-    from loope.records.model import RunRecord
-    from loope.workspace.branch import publish_run
 
     record = RunRecord.from_dict(json.loads((rundir / "run.json").read_text(encoding="utf-8")))
     publish_run(reopen_workspace(record.workspace), record.run_id)
@@ -218,8 +218,6 @@ def conclude(rundir: Path, status: LoopStatus, *, ended: bool) -> None:
 
     Between iterations the records read as a finished one-iteration segment; the loop, though, runs on.
     """
-    from loope.records.atomic import write_text
-    from loope.store.db import Store
 
     path = rundir / "run.json"
     record = json.loads(path.read_text(encoding="utf-8"))
@@ -254,7 +252,6 @@ def conclude(rundir: Path, status: LoopStatus, *, ended: bool) -> None:
 
 
 def _now() -> str:
-    from loope.records.model import now_iso
 
     return now_iso()
 
