@@ -221,7 +221,8 @@ def test_a_slow_loop_shows_what_its_agent_says_then_is_stopped(project: Project,
         f"""
         import time
         pathlib.Path(os.environ['LOOPE_STATE_FILE']).write_text({state!r})
-        pathlib.Path({str(pids)!r}).write_text(json.dumps(os.getpid()))
+        pathlib.Path({str(pids) + ".tmp"!r}).write_text(json.dumps(os.getpid()))
+        os.replace({str(pids) + ".tmp"!r}, {str(pids)!r})  # whole, so a reader never sees it empty
         time.sleep(300)
         """
     )
