@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PYTHON, Project, unsandboxed
+from tests.conftest import PYTHON, Project, run_file, unsandboxed
 from tests.helpers.attacks import sandboxed_too
 from tests.helpers.tree_snapshot import repo_changes, snapshot
 
@@ -70,7 +70,7 @@ def test_the_metric_in_any_shape_cannot_be_rewritten(scored, tmp_path, cli, shap
     violations = [v for s in run["steps"] for v in s.get("violations", [])]
     if sandbox == "off":  # inside the sandbox the write is refused: nothing to undo
         assert f"{target} is protected; your change to it was undone" in violations, violations
-    assert (Path(run["workspace"]["path"]) / target).read_text() == (scored.path / target).read_text()
+    assert run_file(run, target) == (scored.path / target).read_text()
     assert run["best"]["score"] == 9  # the honest change was measured, by the real metric
     assert repo_changes(before, snapshot(scored.path, skip=(".loope",))) == []
 
