@@ -144,6 +144,7 @@ def guard_for(run: RunState) -> Guard:
     """The run's guard, with spec.json and the runner-owned files sealed as they are now."""
     rundir = run.rundir
     guard = _guard(run, user_repo=toplevel(run.spec.workdir), run_id=rundir.run_id, run_dir=rundir.root)
+    run.record.protected_scripts = guard.scripts
     guard.seal(rundir / "spec.json", (rundir / "spec.json").read_bytes())
     for name in RUNNER_FILES:
         path = rundir / name
@@ -166,6 +167,7 @@ def _guard(run: RunState, **where: Any) -> Guard:
         metric=spec.metric_cmd,
         state_file=run.state_file,
         gate=spec.verify_cmd or spec.metric_cmd,
+        scripts=run.record.protected_scripts,
         **where,
     )
 

@@ -218,6 +218,10 @@ class RunRecord:
     reviewers: list[str] = field(default_factory=list)
     verify_cmd: str | None = None
     metric: MetricSettings | None = None
+    protected_scripts: list[str] | None = None
+    """What the gate and metric commands named when the run started (scripts, local modules,
+    ``python -m`` shadows): protected for the whole run, resumed or not. None in a run.json written
+    before it was recorded (they are resolved again on resume)."""
     totals: Totals = field(default_factory=Totals)
     best: Best | None = None
     baseline: float | None = None

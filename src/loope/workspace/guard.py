@@ -51,6 +51,7 @@ class Guard:
         metric: str | None = None,
         watch_outside: bool = True,
         run_dir_guard: RunDirGuard | None = None,
+        scripts: Iterable[str] | None = None,
     ) -> None:
         """``watch_outside``: False for a candidate's guard, whose run watches the git and run dirs once a round;
         ``run_dir_guard`` is then the run's, told of the candidate's step directories."""
@@ -59,13 +60,16 @@ class Guard:
         self._owner = self.run_dir or run_dir_guard
         self.editable_patterns = list(editable)
         self._user_protect = list(dict.fromkeys(protect))
-        scripts = self._command_files(commands, metric)
+        # A resumed run passes what the commands named at its start: a file the agent created since
+        # must not become protected (nor one it removed stop being protected) by being resolved again.
+        self.scripts = list(scripts) if scripts is not None else self._command_files(commands, metric)
+        """What the gate and metric run (their scripts, local modules, ``python -m`` shadows): protected."""
         # With a gate, how the tests are run is out of the agent's reach too (unless --editable says so).
         self._runner_patterns = runner_config.patterns(gate, self.editable_patterns)
         self._runner = _spec(self._runner_patterns)
         self._partial = runner_config.partial_files(gate, self.editable_patterns)
         self._checked = bool(gate)
-        self.protected_patterns = sorted({*protect, *ALWAYS_PROTECTED, *scripts, *self._runner_patterns})
+        self.protected_patterns = sorted({*protect, *ALWAYS_PROTECTED, *self.scripts, *self._runner_patterns})
         self._protect = _spec(self.protected_patterns)
         self._editable = _spec(self.editable_patterns) if self.editable_patterns else None
         self.state_file = state_file
