@@ -61,7 +61,7 @@ def test_a_file_the_gate_names_that_the_agent_created_stays_writable(project, ag
 
     assert violations(project) == []
     assert (run["stop_reason"], run["completed"]) == ("converged", 2)
-    assert (Path(run["workspace"]["path"]) / "out.txt").read_text() == "fixed\n"
+    assert project.git("show", run["workspace"]["branch"] + ":out.txt") == "fixed\n"
     assert run["protected_scripts"] == []
 
 
@@ -83,7 +83,7 @@ def test_a_gate_script_protected_at_the_start_stays_protected(project, agent_scr
 
     assert violations(project) == ["check.sh is protected; your change to it was undone"]
     assert (run["stop_reason"], run["completed"], run["converged"]) == ("max_iters", 2, False)
-    assert (Path(run["workspace"]["path"]) / "check.sh").read_text() == "grep -q fixed out.txt\n"
+    assert project.git("show", run["workspace"]["branch"] + ":check.sh") == "grep -q fixed out.txt\n"
 
 
 @pytest.mark.parametrize("resumed", [False, True], ids=["straight", "continued"])
@@ -114,7 +114,7 @@ def test_hiding_an_import_from_the_metric_before_a_resume_does_not_unprotect_it(
     assert violations(proj) == ["helper.py is protected; your change to it was undone"]
     assert (run["best"]["score"], run["best"]["iteration"]) == (9.0, 1)
     assert "helper.py" in run["protected_scripts"]
-    assert (Path(run["workspace"]["path"]) / "helper.py").read_text() == "BONUS = 0\n"
+    assert proj.git("show", run["workspace"]["branch"] + ":helper.py") == "BONUS = 0\n"
 
 
 def test_a_run_recorded_before_the_protected_set_was_resolves_it_when_continued(project, agent_script, cli, tmp_path):
