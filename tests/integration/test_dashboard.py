@@ -184,9 +184,15 @@ def test_the_runs_list_shows_a_run_started_while_the_page_is_open(project, agent
     wait_for((marks / "started-1").exists, "the run to start")
     run_id = project.runs()[-1].name
     row = f'tr[data-run="{run_id}"]'
-    until(browser, lambda d: d.find_elements("css selector", f"{row} .live-dot"), "the new run, live, in the list")
-    assert browser.find_element("css selector", f"{row} [data-status]").text == "running"
-    assert "write notes" in browser.find_element("css selector", row).text
+
+    def live_and_running(d) -> bool:  # type: ignore[no-untyped-def]  # read whole, again if the row was redrawn
+        return bool(
+            d.find_elements("css selector", f"{row} .live-dot")
+            and d.find_element("css selector", f"{row} [data-status]").text == "running"
+            and "write notes" in d.find_element("css selector", row).text
+        )
+
+    until(browser, live_and_running, "the new run, live and running, in the list")
     (marks / "release").touch()
     until(
         browser,
