@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("loope.cli.show:show", "Show a run's report, diff, run.json or one step."),
     "logs": ("loope.cli.logs:logs", "A run's events as the live view; -f follows a running one."),
     "apply": ("loope.cli.apply:apply", "Land a run's changes in the workdir (or another checkout)."),
+    "branch": ("loope.cli.branch:branch", "Put a run's commits on branch loope/<run> in your repository."),
     "stop": ("loope.cli.control:stop", "Ask a run to stop before its next step."),
     "resume": ("loope.cli.control:resume", "Continue a run whose runner died."),
     "continue": ("loope.cli.control:continue_", "Continue a finished run with more budget (or a new goal)."),

@@ -168,8 +168,12 @@ def _recommit(git: Git, commit: str, tree: str, parent: str | None) -> str:
 
 
 def foreign_commits(git: Git, branch: str, base: str, run_id: str) -> int:
-    """How many commits on ``branch`` after the run's base the run did not make (a user's own, say)."""
-    log = git.run("log", "--format=%B%x00", f"{base}..refs/heads/{branch}", check=False)
+    """How many commits on ``branch`` after the run's base the run did not make (a user's own, say).
+
+    An empty ``base`` (a run in a repository with no commit yet) counts the whole branch.
+    """
+    span = f"{base}..refs/heads/{branch}" if base else f"refs/heads/{branch}"
+    log = git.run("log", "--format=%B%x00", span, check=False)
     if not log.ok:
         return 0
     messages = [m.strip() for m in log.text.split("\0") if m.strip()]
