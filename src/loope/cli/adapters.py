@@ -9,7 +9,9 @@ import click
 
 from loope.agents.inspect import Check, diagnose, survey
 from loope.cli.options import project_dir, workdir_option
+from loope.enums import WorkspaceMode
 from loope.errors import EXIT_FAILED
+from loope.workspace.git import toplevel
 
 
 @click.command()
@@ -45,7 +47,7 @@ def doctor(workdir: Path | None, json_: bool) -> int:
     names = [spec.implementer, *spec.reviewers, spec.designer, spec.verifier, spec.critic]
     options = {name: spec.agent_options(name) for name in spec.agents}
     agents = diagnose([n for n in dict.fromkeys(names) if n], options, root, sandbox=spec.sandbox)
-    checks = [*agents, _sandbox_check(spec.sandbox)]
+    checks = [*agents, _sandbox_check(spec.sandbox), _overlay_check(root, spec.workspace)]
     if json_:
         click.echo(json.dumps([c.to_dict() for c in checks], indent=2))
     else:
@@ -66,3 +68,18 @@ def _sandbox_check(mode: str) -> Check:
         return Check("sandbox", True, 'off (sandbox = "off" in loope.toml): only the guard keeps the rules')
     fixes = [] if works else ["install bubblewrap: apt-get install -y bubblewrap"]
     return Check("sandbox", works or mode != "on", line, fixes)
+
+
+def _overlay_check(root: Path, mode: WorkspaceMode | None) -> Check:
+    """Whether ``--workspace auto`` takes an overlay here (the probe's answer, asked once per machine)."""
+    from loope.workspace import overlay
+
+    found = overlay.probe(root) if toplevel(root) is not None else None
+    if found is None:
+        return Check("overlay", mode != WorkspaceMode.OVERLAY, "not a git repository: --workspace auto makes a copy")
+    cached = f"(probe cached in {overlay.probe_cache()})"
+    if found.works:
+        return Check("overlay", True, f"--workspace auto uses an overlay here {cached}")
+    fixes = [] if mode != WorkspaceMode.OVERLAY else ['use workspace = "auto" or "worktree" in loope.toml']
+    summary = f"--workspace auto uses a worktree here: no overlay ({found.reason}) {cached}"
+    return Check("overlay", mode != WorkspaceMode.OVERLAY, summary, fixes)

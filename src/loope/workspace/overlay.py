@@ -46,6 +46,11 @@ def probe(workdir: Path) -> overlayfs.Probe:
     return overlayfs.probe(ensure_loope_dir(workdir))
 
 
+def probe_cache() -> Path:
+    """Where the probe's answers are cached (per kernel, user and file system)."""
+    return overlayfs.cache_file()
+
+
 def choose(workdir: Path, top: Path | None) -> tuple[WorkspaceMode | None, str | None]:
     """``--workspace auto``: an overlay where one works here, else the usual default and a line saying why."""
     if top is None:

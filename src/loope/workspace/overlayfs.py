@@ -184,7 +184,7 @@ def probe(scratch: Path) -> Probe:
     through the merged view, delete and replace a directory, and read the upper layer back.
     """
     key = _probe_key(scratch)
-    cache = _cache_file()
+    cache = cache_file()
     known = _read_cache(cache)
     if key in known:
         entry = known[key]
@@ -202,7 +202,7 @@ def _probe_key(scratch: Path) -> str:
     return f"v{_PROBE_VERSION} {release} uid={os.geteuid()} admin={_has_cap_sys_admin()} fs={fs.f_fsid:x}"
 
 
-def _cache_file() -> Path:
+def cache_file() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "loope" / "overlay-probe.json"
 
