@@ -452,7 +452,7 @@ def test_under_the_sandbox_a_candidate_writes_only_its_own_tree(project, agent_s
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
     summaries = {c["candidate"]: c["summary"] for c in run["rounds"][0]["candidates"]}
-    assert summaries == {i: "the run's tree EROFS, the other candidate's EROFS" for i in (1, 2)}
+    assert summaries == {i: "the run's tree ENOENT, the other candidate's ENOENT" for i in (1, 2)}
     assert (Path(run["workspace"]["path"]) / "calc.py").read_text() == FIXED_CALC
     assert not [s for s in run["steps"] if s["violations"]]
 

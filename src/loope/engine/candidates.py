@@ -280,6 +280,7 @@ class Race:
         main = run.workspace
         for lane in lanes.values():
             if lane.workspace.head != main.head:
+                fork.publish(main, run.rundir.root, lane.index)
                 main.keep_ref(_ref_name(run.record.run_id, n, lane.index), lane.workspace.head)
         if winner.workspace.head != main.head:
             main.revert_to(winner.workspace.head)

@@ -57,6 +57,8 @@ class Policy:
     network: bool = True
     hidden: tuple[Path, ...] = ()
     """Covered by an empty file system first (the paths above are bound on top where they lie inside)."""
+    shown_at: tuple[tuple[Path, Path], ...] = ()
+    """(source, target): ``source`` shown read-only at ``target``, in place of what is there."""
 
 
 def command(binary: str, policy: Policy, argv: Sequence[str]) -> list[str]:
@@ -68,15 +70,21 @@ def command(binary: str, policy: Policy, argv: Sequence[str]) -> list[str]:
     and so is any path that goes through a symlink: a mount follows it, and an agent's link must
     never turn into a writable view of what it points at.
     """
-    mounts: list[tuple[Path, str]] = [(p, "--tmpfs") for p in policy.hidden]
-    mounts += [(p, "--bind") for p in policy.writable]
-    mounts += [(p, "--ro-bind") for p in policy.read_only]
+    mounts: list[tuple[Path, str, Path]] = [(p, "--tmpfs", p) for p in policy.hidden]
+    mounts += [(p, "--bind", p) for p in policy.writable]
+    mounts += [(p, "--ro-bind", p) for p in policy.read_only]
+    mounts += [(target, "--ro-bind", source) for source, target in policy.shown_at]
     mounts.sort(key=lambda m: len(m[0].parts))  # stable: a hidden path goes before what is shown inside it
     args = [binary, *_BASE, "--bind", str(policy.tmp), "/tmp"]
-    for path, flag in mounts:
-        if path.exists() and os.path.realpath(path) == str(path):
-            args += [flag, str(path)] if flag == "--tmpfs" else [flag, str(path), str(path)]
+    for path, flag, source in mounts:
+        if _direct(path) and _direct(source):
+            args += [flag, str(path)] if flag == "--tmpfs" else [flag, str(source), str(path)]
     args += _ISOLATE
     if not policy.network:
         args.append("--unshare-net")
     return [*args, "--setenv", "TMPDIR", "/tmp", "--chdir", str(policy.cwd), "--", *argv]
+
+
+def _direct(path: Path) -> bool:
+    """Whether ``path`` exists and no symlink leads to it (a mount would follow the link)."""
+    return path.exists() and os.path.realpath(path) == str(path)

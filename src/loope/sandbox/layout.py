@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loope.sandbox.bwrap import Policy
+from loope.sandbox.isolation import Isolation
 
 MAX_PROTECTED_BINDS = 2000
 """Protected files bound read-only one by one at most (past that the guard alone undoes changes)."""
@@ -36,6 +37,8 @@ class Layout:
     """Files and directories inside the work tree that stay read-only for every step."""
     hide_project: tuple[Path, ...] = ()
     """When set (an overlay run), the user's tree is hidden from every step, all but these paths in it."""
+    isolation: Isolation | None = None
+    """A race candidate's: loope's files hidden but for its own (``isolation.py``)."""
 
     @classmethod
     def of(
@@ -49,6 +52,7 @@ class Layout:
         tracked: Iterable[str],
         protected_patterns: Iterable[str],
         hide_project_but: Iterable[Path] | None = None,
+        isolation: Isolation | None = None,
     ) -> Layout:
         """The layout of a run; ``tracked`` names the work tree's files from its top.
 
@@ -72,6 +76,7 @@ class Layout:
             state_file=Path(os.path.realpath(state_file)),
             protected=tuple(fixed + [top / p for p in matched[:MAX_PROTECTED_BINDS]]),
             hide_project=tuple(Path(os.path.realpath(p)) for p in hide_project_but or ()),
+            isolation=isolation,
         )
 
     def policy(
@@ -91,10 +96,13 @@ class Layout:
         """
         writable = [*state]
         shown = [p for p in visible if not p.is_relative_to(self.work_tree)]  # inside, they are seen already
-        read_only = [self.project, self.run_dir, *shown, *self.protected]
+        run_dir = self.isolation.shown() if self.isolation else [self.run_dir]
+        read_only = [self.project, *run_dir, *shown, *self.protected]
         hidden = self._hidden(writable)
         if hidden:
-            read_only = [*self.hide_project, *_on_path_in(self.project), self.run_dir, *shown, *self.protected]
+            read_only = [*self.hide_project, *_on_path_in(self.project), *run_dir, *shown, *self.protected]
+        if self.isolation:
+            hidden += self.isolation.hide
         if write:
             writable.append(self.work_tree)
             if self.workspace / ".loope" in self.protected:
@@ -108,6 +116,7 @@ class Layout:
             read_only=tuple(p for p in read_only if p not in writable),
             network=network,
             hidden=hidden,
+            shown_at=(self.isolation.objects_info,) if self.isolation and self.isolation.objects_info else (),
         )
 
     def _hidden(self, writable: list[Path]) -> tuple[Path, ...]:

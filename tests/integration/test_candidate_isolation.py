@@ -1,0 +1,177 @@
+"""Attacks of one race candidate on another: candidate 1 tries to read and write candidate 2's work.
+
+The two candidates overlap for real (a file barrier: candidate 1 attacks while candidate 2 is still
+running, and candidate 2 ends only once candidate 1 is done). Candidate 2 fixes add() and marks its
+work with a secret; candidate 1 hunts for the secret through every route it has (the candidates'
+directory, relative paths, a link or a hard link planted in its own tree, the worktrees' git dirs,
+its own index and the others', the step dirs, the run's live records, the store, /proc, /tmp, HOME,
+the object store) and writes wherever it can reach, first as the implementer, then again from the
+code its gate imports. Candidate 2's result must be its own and candidate 1 must have read nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import FIXED_CALC, GATE, git
+from tests.helpers.attacks import NEEDS_BWRAP
+from tests.helpers.overlay import loope as loope_process
+
+__all__ = ["loope_process"]  # a fixture used here
+
+# Spelled in two parts wherever it is written in a script, so that no script holds the secret itself.
+SECRET_EXPR = '"SECRET-" + "OF-C2"'
+C2_CALC = FIXED_CALC + "# SECRET-OF-C2\n"
+
+# Looks for SECRET everywhere a candidate could find it; writes "return 42" wherever it can reach.
+# Defined as text: the implementer runs it, and plants it in calc.py for its gate to run again.
+HUNT = r"""
+import glob, json, os, pathlib, subprocess
+
+def _hunt(report, phase):
+    secret = "SECRET-" + "OF-C2"
+    here = pathlib.Path.cwd()  # a gate has no LOOPE_RUN_DIR: the run dir holds candidates/c1
+    run_dir = next(p.parent for p in [here, *here.parents] if p.name == "candidates")
+    loope_dir, project = run_dir.parents[1], run_dir.parents[2]
+    found, wrote = [], []
+
+    def look(path):
+        try:
+            if secret.encode() in pathlib.Path(path).read_bytes()[:1 << 20] and str(path) not in found:
+                found.append(str(path))
+        except OSError:
+            pass
+
+    def walk(root):
+        for top, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if os.path.join(top, d) != report]  # the test's own channel
+            for name in files:
+                look(os.path.join(top, name))
+
+    for root in (loope_dir, project, "/tmp", os.environ.get("TMPDIR", "/tmp"), "/var/tmp"):
+        walk(root)
+    tmp_parent = os.path.dirname(os.environ.get("TMPDIR", "/tmp").rstrip("/"))
+    for entry in glob.glob(tmp_parent + "/loope-step-*"):
+        walk(entry)
+    look(os.path.expanduser("~/.c2-secret"))
+    siblings = []
+    for proc in glob.glob("/proc/[0-9]*"):
+        try:
+            environ = pathlib.Path(proc, "environ").read_bytes()
+        except OSError:
+            continue
+        if b"LOOPE_CANDIDATE=2" in environ:
+            found.append(proc + "/environ")
+            siblings.append(proc + "/cwd")
+    for cwd in siblings:
+        look(cwd + "/calc.py")
+    objects = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], capture_output=True)
+    if secret.encode() in objects.stdout:
+        found.append("git object store")
+    other = run_dir / "candidates" / "c2"
+    targets = [other / "calc.py", pathlib.Path("../c2/calc.py"), *[pathlib.Path(c) / "calc.py" for c in siblings]]
+    try:
+        os.symlink(other / "calc.py", "peek.py")
+        look("peek.py")
+        targets.append(pathlib.Path("peek.py"))
+    except OSError:
+        pass
+    try:
+        os.link(other / "calc.py", "hard.py")
+        targets.append(pathlib.Path("hard.py"))
+    except OSError:
+        pass
+    for target in targets:
+        try:
+            with open(target, "w") as handle:
+                handle.write("def add(a, b):\n    return 42\n")
+            wrote.append(str(target))
+        except OSError:
+            pass
+    for git_file in [*glob.glob(str(project / ".git/worktrees/*/HEAD")),
+                     *glob.glob(str(run_dir / "shadow.git/worktrees/*/HEAD")),
+                     str(run_dir / "candidates" / "c2.index")]:
+        if "/c1" not in git_file:
+            try:
+                pathlib.Path(git_file).write_text("0" * 40 + "\n")
+                wrote.append(git_file)
+            except OSError:
+                pass
+    own = subprocess.run(["git", "show", "HEAD:calc.py"], capture_output=True).returncode == 0
+    pathlib.Path(report, phase + ".json").write_text(json.dumps({"found": found, "wrote": wrote, "own": own}))
+"""
+
+AGENT = """
+import time
+HUNT = {hunt!r}
+SECRET = {secret}
+report = pathlib.Path({report!r})
+
+def wait_for(name):
+    for _ in range(600):  # a barrier with a bound: the test fails on what the other side did not do
+        if (report / name).exists():
+            return
+        time.sleep(0.05)
+
+if os.environ["LOOPE_CANDIDATE"] == "2":
+    pathlib.Path("calc.py").write_text({fixed!r} + "# " + SECRET + "\\n")
+    for secret_file in ("/tmp/c2-secret", os.path.join(os.environ["TMPDIR"], "c2-secret"),
+                        os.path.expanduser("~/.c2-secret")):
+        try:
+            pathlib.Path(secret_file).write_text(SECRET)
+        except OSError:
+            pass
+    print(json.dumps({{"type": "message", "text": "working on it: " + SECRET}}), flush=True)
+    (report / "c2.ready").write_text("")
+    wait_for("c1.done")
+    (report / "c2.after").write_text(pathlib.Path("calc.py").read_text())
+    print("fixed add: " + SECRET)
+else:
+    wait_for("c2.ready")
+    namespace = {{}}
+    exec(HUNT, namespace)
+    namespace["_hunt"](str(report), "implementer")
+    # The gate imports calc.py: it hunts again, while the other candidate's commit exists.
+    pathlib.Path("calc.py").write_text(
+        "import os\\nHUNT = " + repr(HUNT) + "\\nexec(HUNT)\\n"
+        + "_hunt(" + repr(str(report)) + ", 'gate')\\n"
+        + "def add(a, b):\\n    return 0\\n"
+    )
+    (report / "c1.done").write_text("")
+    print("tried")
+"""
+
+
+@NEEDS_BWRAP
+@pytest.mark.parametrize("mode", ["worktree", "copy", "in-place", "overlay"])
+def test_under_the_sandbox_a_candidate_neither_sees_nor_writes_another(project, agent_script, cli, loope_process, mode):
+    report = project.path.parent / "report"
+    report.mkdir()
+    agent = agent_script(AGENT.format(hunt=HUNT, secret=SECRET_EXPR, report=str(report), fixed=FIXED_CALC))
+    args = (
+        "run", "fix add", "--implementer", agent, "--candidates", "2", "--no-review", "--verify-cmd", GATE,
+        "--workspace", mode, "--sandbox", "on", "--sandbox-writable", str(report), "--max-iters", "1", "--plain",
+    )  # fmt: skip
+    if mode == "overlay":  # a process of its own (it enters a mount namespace)
+        done = loope_process(*args, cwd=project.path)
+        assert done.returncode == 0, done.stdout + done.stderr
+    else:
+        result = cli(*args, cwd=project.path)
+        assert result.exit_code == 0, result.out + result.err
+    implementer = json.loads((report / "implementer.json").read_text())
+    gate = json.loads((report / "gate.json").read_text())
+    assert implementer["found"] == []
+    assert gate["found"] == []
+    assert gate["own"]  # its own commit is there for its own steps
+    # Candidate 2's tree was its own all along, and its change is the one that won.
+    assert (report / "c2.after").read_text() == C2_CALC
+    run = project.run_json()
+    (round_,) = run["rounds"]
+    assert round_["winner"] == 2
+    ref = next(c["ref"] for c in round_["candidates"] if c["candidate"] == 2)
+    repo = project.path if mode == "worktree" else project.runs()[-1] / "shadow.git"
+    changed = git(repo, "diff", "--name-only", run["workspace"]["base"], ref).split()
+    assert changed == ["calc.py"]
+    assert git(repo, "show", f"{ref}:calc.py") == C2_CALC
