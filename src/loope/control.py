@@ -7,15 +7,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loope.agents.setback import parse_reset
 from loope.errors import LoopeError
-from loope.notify import parse_specs
 from loope.records import state_file
-from loope.records.model import now_iso
 from loope.records.rundir import RUNS, RunDir, state_file_of
 from loope.records.runview import activity, read_view, selection_summary
 from loope.runners import effective_status, runner_alive, runner_pid
-from loope.spawn import spawn_detached
 from loope.text import local_clock
 from loope.workspace.loopedir import outside_view
 
@@ -94,6 +90,7 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
 
 def waiting_text(waiting: Any) -> str | None:
     """ "waiting for the usage limit until 15:00" (or "retrying … at 15:00") while the run waits, else None."""
+    from loope.agents.setback import parse_reset  # loads the agents package: a waiting run only
 
     if not isinstance(waiting, dict) or (until := parse_reset(waiting.get("until"))) is None:
         return None
@@ -155,6 +152,8 @@ def request_stop(workdir: Path, run_id: str, *, now: bool = False) -> bool:
 
 def _row_from_record(rundir: RunDir, record: dict[str, Any]) -> dict[str, Any]:
     """The least the store needs to know about a run, from its run.json."""
+    from loope.records.model import now_iso  # loads the record classes
+
     workspace = _object(record.get("workspace"))
     return {
         "id": rundir.run_id,
@@ -174,6 +173,7 @@ def start_detached(spec: Any) -> str:
     """Prepare the run here (so bad input fails now), drive it from a background process; the run id."""
     from loope.engine.loop import Engine
     from loope.engine.roster import Services
+    from loope.notify import parse_specs
     from loope.store.db import Store
     from loope.store.observer import StoreObserver
 
@@ -201,6 +201,8 @@ def hand_over(rundir: RunDir, workdir: Path, lock: RunnerLock) -> int:
     other runner can take it in between. The caller closes its own descriptor afterwards.
     """
 
+    from loope.spawn import spawn_detached  # loads subprocess
+
     fd = lock.fd
     assert fd is not None, "the run's lock must be held to be handed over"
     argv = [sys.executable, "-m", "loope", "resume", rundir.run_id, "--workdir", str(workdir), "--plain"]
@@ -211,6 +213,8 @@ def hand_over(rundir: RunDir, workdir: Path, lock: RunnerLock) -> int:
 
 def _never_started(run: RunState, store: Store, detail: str) -> None:
     """Record a prepared run whose runner never started as failed, so nothing shows it running."""
+    from loope.records.model import now_iso  # loads the record classes
+
     record = run.record
     record.status = record.stop_reason = "failed"
     record.stop_detail = detail

@@ -14,7 +14,7 @@ from loope.errors import EXIT_FAILED
 from loope.workspace.git import toplevel
 
 
-@click.command()
+@click.command(short_help="List agent adapters: installed, version, safety, cost.")
 @click.option("--json", "json_", is_flag=True, help="One JSON array.")
 def adapters(json_: bool) -> int:
     """List every adapter: installed or not, version, read-only enforcement, cost source."""
@@ -35,7 +35,7 @@ def adapters(json_: bool) -> int:
     return 0
 
 
-@click.command()
+@click.command(short_help="Check the configured agents and say what to fix.")
 @workdir_option
 @click.option("--json", "json_", is_flag=True, help="One JSON object.")
 def doctor(workdir: Path | None, json_: bool) -> int:

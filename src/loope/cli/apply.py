@@ -14,7 +14,7 @@ from loope.workspace import apply as landing
 from loope.workspace.landing import commit_applied, landing_message
 
 
-@click.command()
+@click.command(short_help="Land a run's changes in the workdir (or another checkout).")
 @click.argument("run_ref", metavar="RUN")
 @click.option(
     "--workdir",

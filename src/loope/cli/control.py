@@ -14,7 +14,6 @@ from loope.control import start_detached as start
 from loope.errors import EXIT_FAILED, LoopeError
 from loope.records.rundir import RUNS, find_run
 from loope.text import parse_duration
-from loope.ui.lines import duration, wait_text
 
 
 def _print_status(info: dict[str, Any]) -> None:
@@ -47,6 +46,8 @@ def _print_activity(activity: dict[str, Any] | None, *, waiting_shown: bool) -> 
 
     if not activity:
         return
+    from loope.ui.lines import duration, wait_text  # loads the report and the run view: running runs only
+
     click.echo(f"  elapsed {duration(activity['elapsed_s'])}")
     for step in activity["steps"]:
         since = f" · {duration(step['elapsed_s'])}" if step["elapsed_s"] is not None else ""
@@ -62,7 +63,7 @@ def _print_activity(activity: dict[str, Any] | None, *, waiting_shown: bool) -> 
         click.echo("  last gate: " + ("passed" if gate["passed"] else f"failing {was}{gate['failing']}"))
 
 
-@click.command()
+@click.command(short_help="Show one run, or every running one.")
 @click.argument("run_ref", metavar="[RUN]", required=False)
 @click.option("--json", "json_", is_flag=True, help="JSON output.")
 @workdir_option
@@ -84,7 +85,7 @@ def status(run_ref: str | None, json_: bool, workdir: Path | None) -> int:
     return 0
 
 
-@click.command()
+@click.command(short_help="Ask a run to stop before its next step.")
 @click.argument("run_ref", metavar="RUN")
 @click.option("--now", is_flag=True, help="Also kill the step in flight.")
 @workdir_option
@@ -96,7 +97,7 @@ def stop(run_ref: str, now: bool, workdir: Path | None) -> int:
     return 0 if requested else EXIT_FAILED
 
 
-@click.command()
+@click.command(short_help="Continue a run whose runner died.")
 @click.argument("run_ref", metavar="RUN")
 @click.option("--lock-fd", type=int, hidden=True, help="The run's lock, passed on by the process that prepared it.")
 @workdir_option
@@ -121,7 +122,7 @@ def resume(run_ref: str, lock_fd: int | None, workdir: Path | None, **output: An
     return engine.exit_code()
 
 
-@click.command("continue")
+@click.command("continue", short_help="Continue a finished run with more budget (or a new goal).")
 @click.argument("run_ref", metavar="RUN")
 @click.option("--max-iters", type=int, metavar="N", help="Iterations to add. [default: as many as the first run had]")
 @click.option("--max-cost", type=float, metavar="USD", help="USD to add to what the run has spent.")
@@ -166,7 +167,7 @@ def start_detached(spec: Any) -> int:
     return 0
 
 
-@click.command()
+@click.command(short_help="List lessons remembered from earlier runs.")
 @click.option("--json", "json_", is_flag=True, help="JSON output.")
 @workdir_option
 def lessons(json_: bool, workdir: Path | None) -> int:

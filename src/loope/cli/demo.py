@@ -43,7 +43,7 @@ def gate_command() -> str:
     return f"{python} -m unittest"
 
 
-@click.command()
+@click.command(short_help="Run a real loop on a bundled example, offline.")
 @click.option("--keep", is_flag=True, help="Keep the example project afterwards (its path is printed).")
 @output_options
 def demo(keep: bool, json_: bool, plain: bool, quiet: bool, color: str) -> int:

@@ -37,7 +37,11 @@ class FleetGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
-@click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=FleetGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    short_help="Run many loops from a fleet file, up to --jobs at once.",
+)
 def fleet() -> None:
     """Run many loops from a fleet file (TOML), up to --jobs at once, under one budget.
 

@@ -49,7 +49,7 @@ def _prune_snapshots(root: Path, *, dry_run: bool) -> None:
         click.echo(f"snapshot {short}: {'would remove' if dry_run else 'removed'} (no run uses it)")
 
 
-@click.command()
+@click.command(short_help="Remove finished runs: records, worktrees, branches, refs.")
 @click.argument("run_refs", metavar="RUN...", nargs=-1, required=True)
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 @workdir_option
@@ -61,7 +61,7 @@ def rm(run_refs: tuple[str, ...], dry_run: bool, workdir: Path | None) -> int:
     return _remove(root, ids, dry_run=dry_run)
 
 
-@click.command()
+@click.command(short_help="Remove finished runs in bulk (--older-than, --keep, --status).")
 @click.option("--older-than", metavar="DUR", help="Only runs that finished longer ago than this (14d, 12h).")
 @click.option("--keep", type=int, metavar="N", help="Keep the N newest finished runs whatever their age.")
 @click.option("--status", "statuses", metavar="S,...", help="Only runs that ended so (stalled,failed,...).")

@@ -10,7 +10,7 @@ from loope.cli.options import project_dir, workdir_option
 from loope.scaffold import InitOptions, init_project
 
 
-@click.command()
+@click.command(short_help="Set up loope.toml and a program for verified loops.")
 @click.option("--goal", help="What the loop should achieve.")
 @click.option("--editable", multiple=True, metavar="GLOB", help="Paths the agent may change (repeatable).")
 @click.option("--protect", multiple=True, metavar="GLOB", help="Paths the agent may not change (repeatable).")

@@ -16,7 +16,7 @@ from loope.records.tails import EventTail, OutputTail, follow
 from loope.runners import runner_alive
 
 
-@click.command()
+@click.command(short_help="A run's events as the live view; -f follows a running one.")
 @click.argument("run_ref", metavar="RUN")
 @click.option("-f", "--follow", "follow_", is_flag=True, help="Follow a running run until it ends.")
 @workdir_option

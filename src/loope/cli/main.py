@@ -11,7 +11,6 @@ import click
 
 from loope import __version__
 from loope.errors import EXIT_INTERRUPTED, EXIT_USAGE, MESSAGE_LIMIT, LoopeError, clip
-from loope.records.space import disk_full, full_disk_detail
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("loope.cli.run:run", "Run a loop: implement, verify, review, repeat."),
@@ -100,6 +99,8 @@ def run_cli(argv: list[str] | None = None) -> int:
         _fail(exc.message)
         return exc.exit_code
     except Exception as exc:
+        from loope.records.space import disk_full, full_disk_detail  # loads tempfile and traceback: failures only
+
         if os.environ.get("LOOPE_DEBUG") or not disk_full(exc):
             raise
         _fail(full_disk_detail(exc))  # wherever it struck (a command's own writes, the database)

@@ -10,7 +10,7 @@ from loope.cli.options import project_dir, workdir_option
 from loope.mcp.clients import snippet
 
 
-@click.command()
+@click.command(short_help="Serve loope as an MCP tool over stdio.")
 @workdir_option
 @click.option(
     "--print-config",

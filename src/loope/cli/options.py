@@ -10,8 +10,6 @@ import click
 
 from loope.errors import LoopeError
 from loope.root import project_root
-from loope.ui.plain import JsonLines, PlainView
-from loope.ui.terminal import fancy_output
 
 if TYPE_CHECKING:
     from loope.events import Observer
@@ -41,6 +39,9 @@ def views(json_: bool = False, plain: bool = False, quiet: bool = False, color: 
 
 def view(json_: bool = False, plain: bool = False, quiet: bool = False, color: str = "auto") -> View:
     """The view of a run the output options ask for (``loope logs`` feeds it events.jsonl lines)."""
+    from loope.ui.plain import JsonLines, PlainView  # loads the records and events layers
+    from loope.ui.terminal import fancy_output
+
     if json_:
         return JsonLines()
     if plain or quiet or not fancy_output(color):

@@ -15,7 +15,7 @@ from loope.notify.delivery import NOTIFY_LOG
 from loope.root import project_root
 
 
-@click.command(context_settings={"show_default": True})
+@click.command(context_settings={"show_default": True}, short_help="Run a loop: implement, verify, review, repeat.")
 @click.argument("goal", required=False)
 @click.option("--goal-file", type=click.Path(dir_okay=False, path_type=Path), help="Read the goal from a file.")
 @click.option(

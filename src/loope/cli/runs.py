@@ -89,7 +89,7 @@ def _row(r: dict[str, Any], root: str) -> dict[str, Any]:
     }
 
 
-@click.command()
+@click.command(short_help="List runs: id, status, iterations, cost, age.")
 @click.option("--workdir", type=click.Path(), default=None, help="The project directory. [default: .]")
 @click.option("--json", "json_", is_flag=True, help="One JSON array of runs.")
 def runs(workdir: str | None, json_: bool) -> int:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from loope.serve.guard import Guard
 
 
-@click.command()
+@click.command(short_help="A local web dashboard of the runs (live, with Stop).")
 @click.option("--port", type=int, default=8321, show_default=True, help="The port (0: any free one).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option("--token", metavar="T", help="The token actions need (default: a new one; or LOOPE_SERVE_TOKEN).")

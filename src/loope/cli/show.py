@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from loope.cli.options import project_dir, workdir_option
-from loope.engine.resume import reopen_workspace
 from loope.errors import LoopeError
 from loope.records.report import render
 from loope.records.rundir import find_run
@@ -19,7 +18,7 @@ from loope.records.tails import tail_lines
 TRANSCRIPT_LINES = 40
 
 
-@click.command()
+@click.command(short_help="Show a run's report, diff, run.json or one step.")
 @click.argument("run_ref", metavar="RUN")
 @click.option("--diff", "diff", is_flag=True, help="The cumulative diff of the run.")
 @click.option("--json", "json_", is_flag=True, help="run.json as it is.")
@@ -54,6 +53,7 @@ def show(run_ref: str, *, diff: bool, json_: bool, step: int | None, candidates:
 
 def _workspace(rundir: Any) -> Any:
     """The run's workspace as it is now (a running run's changes so far)."""
+    from loope.engine.resume import reopen_workspace  # loads the workspace layer and git
 
     return reopen_workspace(rundir.record().workspace)
 

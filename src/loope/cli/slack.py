@@ -14,7 +14,7 @@ from loope.errors import LoopeError
 from loope.notify.slack import TOKEN_ENV, web_client
 
 
-@click.command("slack-listen")
+@click.command("slack-listen", short_help="Stop runs from the Stop buttons of --notify slack: messages.")
 @workdir_option
 def slack_listen(workdir: Path | None) -> int:
     """Stop runs from Slack: listen (Socket Mode) for clicks on the Stop button of --notify slack: messages.

@@ -16,7 +16,7 @@ from loope.errors import LoopeError
 _EXTRA = "pip install 'loope[temporal]'"
 
 
-@click.command()
+@click.command(short_help="Run the iterations of fleets on Temporal on this machine.")
 @click.option("--temporal", "address", default=DEFAULT_ADDRESS, show_default=True, metavar="HOST:PORT")
 @click.option("--namespace", default="default", show_default=True, metavar="NS")
 @click.option("--task-queue", default="loope", show_default=True, metavar="QUEUE")
@@ -39,7 +39,10 @@ def worker(address: str, namespace: str, task_queue: str, slots: int, root: Path
     return 0
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    short_help="Temporal for fleets: `loope temporal dev` starts a local server.",
+)
 def temporal() -> None:
     """Temporal for fleets.
 

@@ -32,7 +32,7 @@ def _settings(root: Path) -> dict[str, Any]:
     return settings
 
 
-@click.command()
+@click.command(short_help="Run the configured gate (and metric) once.")
 @click.option("--json", "json_", is_flag=True, help="The verdict as JSON.")
 @click.option("--hook", type=click.Choice(["claude"]), help="Follow an agent's Stop-hook contract.")
 @workdir_option

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 
 def write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
+    import tempfile  # loads random and shutil: here, so the commands that only read start without them
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from loope.errors import LoopeError, clip
 from loope.records import runfile
 from loope.records.atomic import write_text
-from loope.records.model import RunRecord
 
 if TYPE_CHECKING:
+    from loope.records.model import RunRecord
     from loope.spec import LoopSpec
 
 LOOPE_DIR = ".loope"
@@ -125,6 +125,7 @@ class RunDir:
 
     def record(self) -> RunRecord:
         """The run's record, from its checked run.json."""
+        from loope.records.model import RunRecord  # its dataclasses cost more to build than show and logs read
 
         return RunRecord.from_dict(self.read_json("run.json", whole=True))
 

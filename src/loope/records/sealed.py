@@ -18,9 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import stat
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -95,6 +93,8 @@ class SealedLog:
 
         Called before anything else can move what lies above it; ``append`` calls it when needed.
         """
+        import tempfile  # loads random and shutil: the writer only, not the readers of events.jsonl
+
         if self._fd >= 0:
             return
         self._dir = os.open(self.path.parent, _DIR_FLAGS)
@@ -126,6 +126,8 @@ class SealedLog:
         self._found.append(f"{self.path.name} is written only by loope; it was {what} and is put back")
 
     def _put_back(self) -> None:
+        import shutil  # loads the compression modules: only when the file was tampered with
+
         tmp = f".{self.path.name}.{os.getpid()}.loope-tmp"
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=self._dir)

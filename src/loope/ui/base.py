@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loope.events import Event
 from loope.records.runview import RunView
+
+if TYPE_CHECKING:
+    from loope.events import Event
 
 
 class View:

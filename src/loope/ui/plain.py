@@ -6,12 +6,14 @@ import contextlib
 import json
 import os
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from loope.events import Event
 from loope.records.runview import action_text
 from loope.ui.base import View
 from loope.ui.lines import INDENT, describe, summary_lines
+
+if TYPE_CHECKING:
+    from loope.events import Event
 
 MESSAGE_CHARS = 160
 
