@@ -44,14 +44,22 @@ SAYS = {
 }
 # What a command may still need: the store's database, the state file's frontmatter (YAML), the
 # adapters themselves (and the processes that ask an installed one its version); doctor validates the
-# project's configuration (a spec) and checks the sandbox.
+# project's configuration (a spec) and checks the sandbox and the overlay file system.
 STORE = {"sqlite3", "loope.store"}
 ADAPTERS = {"loope.agents", "subprocess", "concurrent", "tempfile"}
 ALLOWED = {
     "status": {*STORE, "yaml"},
     "status of every running run": STORE,
     "adapters": ADAPTERS,
-    "doctor": {*ADAPTERS, "pydantic", "loope.spec", "loope.sandbox"},
+    "doctor": {
+        *ADAPTERS,
+        "pydantic",
+        "loope.spec",
+        "loope.sandbox",
+        "ctypes",
+        "loope.workspace.git",
+        "loope.records.model",
+    },
 }
 PROBE = """
 import json, sys

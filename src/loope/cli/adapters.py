@@ -11,7 +11,6 @@ from loope.agents.inspect import Check, diagnose, survey
 from loope.cli.options import project_dir, workdir_option
 from loope.enums import WorkspaceMode
 from loope.errors import EXIT_FAILED
-from loope.workspace.git import toplevel
 
 
 @click.command(short_help="List agent adapters: installed, version, safety, cost.")
@@ -73,6 +72,7 @@ def _sandbox_check(mode: str) -> Check:
 def _overlay_check(root: Path, mode: WorkspaceMode | None) -> Check:
     """Whether ``--workspace auto`` takes an overlay here (the probe's answer, asked once per machine)."""
     from loope.workspace import overlay
+    from loope.workspace.git import toplevel  # loads the workspace layer: doctor only, not `adapters`
 
     found = overlay.probe(root) if toplevel(root) is not None else None
     if found is None:

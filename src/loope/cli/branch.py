@@ -12,7 +12,7 @@ from loope.workspace.apply import check_record
 from loope.workspace.run_branch import branch_run
 
 
-@click.command()
+@click.command(short_help="Put a run's commits on branch loope/<run> in your repository.")
 @click.argument("run_ref", metavar="RUN")
 def branch(run_ref: str) -> int:
     """Put RUN's commits on branch loope/<run> (an overlay run's, or a worktree run's again).
