@@ -175,3 +175,54 @@ def test_under_the_sandbox_a_candidate_neither_sees_nor_writes_another(project, 
     changed = git(repo, "diff", "--name-only", run["workspace"]["base"], ref).split()
     assert changed == ["calc.py"]
     assert git(repo, "show", f"{ref}:calc.py") == C2_CALC
+
+
+# Without the sandbox: candidate 2 fixes add (with a comment, a larger diff) and ends; candidate 1 fixes
+# it the short way, then, once candidate 2's agent is done, keeps breaking candidate 2's fix for a while.
+LATE_WRITER = """
+import glob, time
+run_dir = pathlib.Path(os.environ["LOOPE_RUN_DIR"])
+if os.environ["LOOPE_CANDIDATE"] == "2":
+    pathlib.Path("calc.py").write_text({fixed!r} + "# the sum of a and b\\n")
+    print("fixed add, with a comment")
+else:
+    pathlib.Path("calc.py").write_text({fixed!r})
+    for _ in range(600):  # until candidate 2's step has written its result (its agent has ended)
+        if glob.glob(str(run_dir / "agents" / "*-c2" / "result.md")):
+            break
+        time.sleep(0.05)
+    for _ in range(40):  # a while after that: the writes land once loope has sealed candidate 2's tree
+        (run_dir / "candidates" / "c2" / "calc.py").write_text("def add(a, b):\\n    return 42\\n")
+        (run_dir / "candidates" / "c2" / "conftest.py").write_text("")
+        time.sleep(0.05)
+    print("fixed add, the short way")
+"""
+
+
+def test_without_the_sandbox_a_write_into_a_finished_candidates_tree_is_undone_and_disqualifies(
+    project, agent_script, cli
+):
+    agent = agent_script(LATE_WRITER.format(fixed=FIXED_CALC))
+    result = cli(
+        "run", "fix add", "--implementer", agent, "--candidates", "2", "--no-review", "--verify-cmd", GATE,
+        "--sandbox", "off", "--max-iters", "1", "--plain", cwd=project.path,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.out + result.err
+    said = "warning: candidates are not isolated from each other without the sandbox"
+    assert said in result.out
+    run = project.run_json()
+    (round_,) = run["rounds"]
+    assert round_["isolated"] is False
+    assert round_["winner"] == 2  # candidate 1's smaller diff would have won; its writes disqualify it
+    why = {c["candidate"]: c["why"] for c in round_["candidates"]}
+    assert why[1].startswith("lost: the guard undid")
+    ref = next(c["ref"] for c in round_["candidates"] if c["candidate"] == 2)
+    assert git(project.path, "show", f"{ref}:calc.py") == FIXED_CALC + "# the sum of a and b\n"
+    assert git(project.path, "diff", "--name-only", run["workspace"]["base"], ref).split() == ["calc.py"]
+    feedback = run["loop"]["feedback"]
+    assert "candidate 2's tree changed after its agent ended (calc.py, conftest.py)" in feedback
+    assert "candidate 1, the only one still running, did it" in feedback
+    (impl_1,) = [s for s in run["steps"] if s["role"] == "implementer" and s["candidate"] == 1]
+    assert any("wrote into candidate 2's tree" in v for v in impl_1["violations"])
+    report = (project.runs()[-1] / "report.md").read_text()
+    assert "candidates were not isolated from each other (no sandbox)" in report

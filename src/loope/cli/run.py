@@ -28,7 +28,12 @@ from loope.root import project_root
     multiple=True,
     help="The writing agent: claude, codex:gpt-5, exec:./fix.sh … (repeat it to race agents) [default: claude]",
 )
-@click.option("--candidates", type=int, metavar="N", help="Candidates per iteration (per raced agent). [default: 1]")
+@click.option(
+    "--candidates",
+    type=int,
+    metavar="N",
+    help="Candidates per iteration (per raced agent); isolated from each other only in the sandbox. [default: 1]",
+)
 @click.option("--jobs", type=int, metavar="J", help="Candidates' gates run at once at most. [default: CPUs]")
 @click.option("--diversify", is_flag=True, default=None, help="Ask each candidate for an approach of its own.")
 @click.option(

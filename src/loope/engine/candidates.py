@@ -40,6 +40,7 @@ from loope.verify.metric import Measurement
 from loope.verify.report import GateReport
 from loope.workspace import fork
 from loope.workspace.guard import Guard
+from loope.workspace.late import LateWrites
 from loope.workspace.loopedir import LOOPE_DIR
 from loope.workspace.workspace import Workspace
 
@@ -200,12 +201,15 @@ class Race:
         self.guard.before_step(confined=all(lane.steps.confined(lane.agent) for lane in lanes))
         for lane in lanes:
             lane.guard.before_step()
-        calls = [self._invoker(lane, n, prompt, share) for lane in lanes]
+        late = LateWrites({lane.index: lane.workspace for lane in lanes})
+        calls = [self._invoker(lane, n, prompt, share, late) for lane in lanes]
         steps = _all_at_once(calls, len(calls), run, on_abort=lambda i, step: lanes[i].steps.record_cut(step))
         outside = self.guard.restore_outside() + self.guard.undo_read_only_changes("a candidate")
         outside += fork.sweep(run.rundir.root, len(lanes))
+        undone, blamed = late.undo()
         for lane, step in zip(lanes, steps, strict=True):
-            lane.step = lane.steps.settle(step, lane.agent)
+            lane.step = lane.steps.settle(step, lane.agent, blamed=blamed.get(lane.index))
+        outside += undone
         if run.cancel.is_set() or run.stop_requested():
             raise Halt(StopReason.STOPPED, "stop requested; the candidates in flight were killed")
         if not any(lane.implemented.result.ok for lane in lanes):
@@ -213,13 +217,13 @@ class Race:
         return outside
 
     def _invoker(
-        self, lane: Lane, n: int, prompt_for: Callable[[RunState], str], share: int
+        self, lane: Lane, n: int, prompt_for: Callable[[RunState], str], share: int, late: LateWrites
     ) -> Callable[[], AgentStep]:
         prompt = prompt_for(lane.run)
         if self.run.spec.diversify:
             tried = [c.summary for r in self.run.record.rounds[-1:] for c in r.candidates if c.summary]
             prompt = diversified(prompt, lane.index, share, tried)
-        return lambda: lane.steps.invoke(lane.agent, Role.IMPLEMENTER, n, prompt, share=share)
+        return lambda: late.ended(lane.index, lane.steps.invoke(lane.agent, Role.IMPLEMENTER, n, prompt, share=share))
 
     def _check(self, lanes: list[Lane], n: int) -> None:
         """Gate and score each candidate that produced something, at most ``jobs`` at once."""
@@ -289,7 +293,7 @@ class Race:
         order = [top, *[c for c in ranked if c.index != winner.index]]
         results = [self._result(lanes[c.index], rank, n, self._why(c, top, lanes)) for rank, c in enumerate(order, 1)]
         why = results[0].why.removeprefix("won: ")
-        record = Round(iteration=n, winner=winner.index, why=why, candidates=results)
+        record = Round(iteration=n, winner=winner.index, why=why, candidates=results, isolated=run.sandbox.enabled)
         run.record.rounds.append(record)
         run.bus.emit(Selection(iteration=n, winner=winner.index, why=why, candidates=results))
         agent_state = read(run.state_file, run.record.run_id)
@@ -305,7 +309,7 @@ class Race:
             winner.measured,
             winner.reviews,
             record,
-            heading + notes + (("### Changes undone outside the candidates' trees", *undone) if undone else ()),
+            heading + notes + (("### Changes undone outside each candidate's own tree", *undone) if undone else ()),
         )
 
     def _why(self, c: selection.Contender, winner: selection.Contender, lanes: dict[int, Lane]) -> str:

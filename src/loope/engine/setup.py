@@ -187,6 +187,11 @@ def started_event(run: RunState, guard: Guard, agents: Agents, sandbox: Choice) 
         warnings.append(sandbox.warning)
     if run.workspace.note:
         warnings.append(run.workspace.note)
+    if agents.candidates and not sandbox.enabled:
+        warnings.append(
+            "candidates are not isolated from each other without the sandbox: one can read another's tree, and"
+            " write it while both run (a change after a candidate's agent ended is undone); use --sandbox on"
+        )
     if spec.max_cost is not None and (blind := agents.cost_blind()):
         warnings.append(f"--max-cost cannot see what {', '.join(blind)} spend (their CLIs report no cost)")
     return RunStarted(

@@ -67,10 +67,14 @@ class StepRunner:
         self.guard.before_step(confined=self.confined(agent))
         return self.settle(self.invoke(agent, role, iteration, prompt), agent)
 
-    def settle(self, step: AgentStep, agent: Agent) -> AgentStep:
-        """Guard what an agent step left; a writing step's changes are committed; record the step."""
+    def settle(self, step: AgentStep, agent: Agent, *, blamed: list[str] | None = None) -> AgentStep:
+        """Guard what an agent step left; a writing step's changes are committed; record the step.
+
+        ``blamed``: violations found elsewhere (a race candidate's writes into another's tree).
+        """
         role, iteration = Role(step.record.role), step.record.iteration
         violations, kept = self.guard.enforce()
+        violations += blamed or []
         if mode_for(role) == "write":
             old = self.run.workspace.head
             message = commit_message(step.result.message, f"iteration {iteration}: {role} {agent.label}")

@@ -121,12 +121,20 @@ def render(run: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+NOT_ISOLATED = (
+    "candidates were not isolated from each other (no sandbox): one could read another's tree, and write it while"
+    " both ran; a change made after a candidate's agent ended was undone"
+)
+
+
 def round_lines(run: Mapping[str, Any], iteration: int) -> list[str]:
     """An iteration's candidates, best first: who won and why each other one lost (none without a race)."""
     found = next((r for r in run.get("rounds") or [] if r.get("iteration") == iteration), None)
     if found is None:
         return []
     lines = ["", f"Candidates (winner: {found['winner']}, {found.get('why')}):", ""]
+    if found.get("isolated") is False:
+        lines[-1:] = ["", NOT_ISOLATED, ""]
     lines += ["| rank | candidate | agent | gate | score | lines | cost | why |", "|---|---|---|---|---|---|---|---|"]
     for c in found.get("candidates") or []:
         gate = {True: "passed", False: "failed", None: "-"}[c.get("gate_passed")]

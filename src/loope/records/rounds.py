@@ -44,3 +44,5 @@ class Round:
     winner: int
     why: str
     candidates: list[CandidateResult] = field(default_factory=list)
+    isolated: bool = True
+    """Each candidate's steps were sandboxed from the others' work (False: no sandbox, see ``workspace/late.py``)."""
