@@ -226,3 +226,34 @@ def test_without_the_sandbox_a_write_into_a_finished_candidates_tree_is_undone_a
     assert any("wrote into candidate 2's tree" in v for v in impl_1["violations"])
     report = (project.runs()[-1] / "report.md").read_text()
     assert "candidates were not isolated from each other (no sandbox)" in report
+
+
+# Candidate 2 ends first, leaving a file with two names (inotify reports such a file at every look
+# from then on); candidate 1 runs on a while. Nothing changed candidate 2's tree after it ended.
+TWO_NAMES = """
+import glob, time
+run_dir = pathlib.Path(os.environ["LOOPE_RUN_DIR"])
+pathlib.Path("calc.py").write_text({fixed!r})
+if os.environ["LOOPE_CANDIDATE"] == "2":
+    os.link("calc.py", "calc_copy.py")
+else:
+    for _ in range(600):
+        if glob.glob(str(run_dir / "agents" / "*-c2" / "result.md")):
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)
+print("fixed add")
+"""
+
+
+def test_a_tree_that_did_not_change_after_its_agent_ended_is_left_alone(project, agent_script, cli):
+    agent = agent_script(TWO_NAMES.format(fixed=FIXED_CALC))
+    result = cli(
+        "run", "fix add", "--implementer", agent, "--candidates", "2", "--no-review", "--verify-cmd", GATE,
+        "--sandbox", "off", "--max-iters", "1", "--plain", cwd=project.path,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.out + result.err
+    run = project.run_json()
+    assert "after its agent ended" not in run["loop"]["feedback"]
+    assert not [s for s in run["steps"] if s["violations"]]
+    assert run["rounds"][0]["winner"] == 1  # the smaller change (candidate 2 added a file)
