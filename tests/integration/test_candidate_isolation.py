@@ -12,6 +12,7 @@ code its gate imports. Candidate 2's result must be its own and candidate 1 must
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -257,3 +258,57 @@ def test_a_tree_that_did_not_change_after_its_agent_ended_is_left_alone(project,
     assert "after its agent ended" not in run["loop"]["feedback"]
     assert not [s for s in run["steps"] if s["violations"]]
     assert run["rounds"][0]["winner"] == 1  # the smaller change (candidate 2 added a file)
+
+
+# Two claude candidates (a program of the test's in claude's place): candidate 2 keeps its session's
+# transcript where Claude Code does (~/.claude/projects/...), with the secret in it; candidate 1 looks
+# through claude's state dir while candidate 2 still runs, and leaves a file of its own there.
+SESSIONS = """#!{python}
+import json, os, pathlib, sys, time
+sys.stdin.read()
+report = pathlib.Path({report!r})
+projects = pathlib.Path(os.environ["HOME"]) / ".claude" / "projects" / "proj"
+
+def wait_for(name):
+    for _ in range(600):
+        if (report / name).exists():
+            return
+        time.sleep(0.05)
+
+if os.environ["LOOPE_CANDIDATE"] == "2":
+    projects.mkdir(parents=True, exist_ok=True)
+    (projects / "session-2.jsonl").write_text({secret} + "\\n")
+    (report / "c2.ready").write_text("")
+    wait_for("c1.done")
+    (report / "c2.saw").write_text(json.dumps(sorted(p.name for p in projects.iterdir())))
+else:
+    wait_for("c2.ready")
+    found = [str(p) for p in (pathlib.Path(os.environ["HOME"]) / ".claude").rglob("*")
+             if p.is_file() and ({secret}).encode() in p.read_bytes()]
+    projects.mkdir(parents=True, exist_ok=True)
+    (projects / "planted-by-1").write_text("")
+    (report / "c1.found").write_text(json.dumps(found))
+    (report / "c1.done").write_text("")
+print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "result": "done",
+                  "total_cost_usd": 0.01, "usage": {{"input_tokens": 1, "output_tokens": 1}}}}))
+"""
+
+
+@NEEDS_BWRAP
+def test_under_the_sandbox_claude_candidates_keep_their_sessions_to_themselves(project, cli, monkeypatch):
+    home, report = project.path.parent / "home", project.path.parent / "report"
+    home.mkdir()
+    report.mkdir()
+    program = project.path.parent / "claude"
+    program.write_text(SESSIONS.format(python=sys.executable, report=str(report), secret=SECRET_EXPR))
+    program.chmod(0o755)
+    monkeypatch.setenv("LOOPE_CLAUDE_BIN", str(program))
+    monkeypatch.setenv("HOME", str(home))
+    result = cli(
+        "run", "fix add", "--implementer", "claude", "--candidates", "2", "--no-review", "--verify-cmd", GATE,
+        "--sandbox", "on", "--sandbox-writable", str(report), "--max-iters", "1", "--plain", cwd=project.path,
+    )  # fmt: skip
+    assert result.exit_code == 1, result.out + result.err  # neither fixed add
+    assert json.loads((report / "c1.found").read_text()) == []
+    assert json.loads((report / "c2.saw").read_text()) == ["session-2.jsonl"]
+    assert not (home / ".claude" / "projects" / "proj").exists()  # each kept its sessions in its own box

@@ -52,6 +52,7 @@ class ClaudeAgent(StreamAgent[StreamSession]):
     prompt_on_stdin = True
     home_env = ("CLAUDE_CONFIG_DIR",)
     home_state = (".claude", ".claude.json", ".cache/claude")
+    session_state = ("projects", "todos", "shell-snapshots")
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="claude",
         binary="claude",

@@ -73,6 +73,7 @@ class CodexAgent(StreamAgent[CodexSession]):
     prompt_on_stdin = True
     home_env = ("CODEX_HOME",)
     home_state = (".codex",)
+    session_state = ("sessions",)
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="codex",
         binary="codex",

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -76,6 +76,9 @@ class ProcessAgent(Generic[S]):
     """Variables that point the CLI at a private config dir under ``--isolate-home``."""
     home_state: ClassVar[tuple[str, ...]] = ()
     """The CLI's own state under HOME (``.claude``, ``.claude.json``): writable inside the sandbox."""
+    session_state: ClassVar[tuple[str, ...]] = ()
+    """Where in its state dir (the first of ``home_state``, or ``home_env``'s) the CLI keeps each session's
+    transcript: private to each step of a race candidate, so that no candidate reads another's."""
     alternate_binaries: ClassVar[tuple[str, ...]] = ()
     """Other names the CLI is installed under (cursor: ``cursor-agent`` or ``agent``)."""
 
@@ -191,7 +194,10 @@ class ProcessAgent(Generic[S]):
         if problem:
             return AgentResult(ok=False, message="", error=problem)
         box = request.sandbox.agent(
-            write=request.mode == "write", state=self.state_paths(env), visible=self.visible_paths(request)
+            write=request.mode == "write",
+            state=self.state_paths(env),
+            visible=self.visible_paths(request),
+            private=session_paths(env, self.home_env, self.home_state, self.session_state),
         )
         proc = run_process(
             argv,
@@ -293,3 +299,14 @@ class ProcessAgent(Generic[S]):
         if estimated is None:
             return 0.0, False
         return estimated, True
+
+
+def session_paths(
+    env: Mapping[str, str], home_env: Sequence[str], home_state: Sequence[str], sessions: Sequence[str]
+) -> list[Path]:
+    """The session dirs (``sessions``, in the CLI's state dir) for the environment ``env``."""
+    if not sessions or not home_state:
+        return []
+    named = next((Path(env[v]) for v in home_env if env.get(v)), None)
+    base = named or Path(env.get("HOME") or Path.home()) / home_state[0]
+    return [base / rel for rel in sessions]

@@ -66,8 +66,10 @@ class StepBox:
         network: bool = True,
         cwd: Path | None = None,
         tmp_of: StepBox | None = None,
+        private: Iterable[Path] = (),
     ) -> None:
         self.binary = binary if layout is not None else None
+        self.private = tuple(private)
         self.layout = layout
         self.write = write
         self.state = tuple(state)
@@ -97,6 +99,7 @@ class StepBox:
                 visible=self.visible,
                 network=self.network,
                 cwd=self.cwd,
+                private=self.private,
             )
             argv = tuple(bwrap.command(self.binary, policy, argv))
             env["TMPDIR"] = "/tmp"
@@ -148,14 +151,20 @@ class RunSandbox:
         visible: Iterable[Path] = (),
         cwd: Path | None = None,
         tmp_of: StepBox | None = None,
+        private: Iterable[Path] = (),
     ) -> StepBox:
         """An agent step's box: the work tree writable for writers, ``state`` (its CLI's own files) for all.
 
-        ``cwd``: where the command starts (the workspace unless said); ``tmp_of``: a box whose /tmp it shares.
+        ``cwd``: where the command starts (the workspace unless said); ``tmp_of``: a box whose /tmp it shares;
+        ``private``: dirs in its state (session transcripts) that a race candidate's step gets empty, of its own.
         """
         existing = [p for p in state if _prepare_state(p)] if self.enabled else []
         state = [*existing, *self.writable]
-        return StepBox(self.binary, self.layout, write=write, state=state, visible=visible, cwd=cwd, tmp_of=tmp_of)
+        isolated = self.layout is not None and self.layout.isolation is not None
+        hidden = [p for p in private if _prepare_state(p)] if isolated else []
+        return StepBox(
+            self.binary, self.layout, write=write, state=state, visible=visible, cwd=cwd, tmp_of=tmp_of, private=hidden
+        )
 
     def check(self, command: str, cwd: Path) -> StepBox:
         """A gate, metric or success command's box: the work tree writable (caches), no home state."""

@@ -88,11 +88,12 @@ class Layout:
         visible: Iterable[Path] = (),
         network: bool = True,
         cwd: Path | None = None,
+        private: Iterable[Path] = (),
     ) -> Policy:
         """One step's policy: ``write`` gives it the work tree; ``state`` is writable wherever it is.
 
         ``visible``: more paths shown read-only (the scripts a command names, should they live
-        under /tmp, which the step's private /tmp hides).
+        under /tmp, which the step's private /tmp hides); ``private``: hidden from a race candidate's step.
         """
         writable = [*state]
         shown = [p for p in visible if not p.is_relative_to(self.work_tree)]  # inside, they are seen already
@@ -102,7 +103,7 @@ class Layout:
         if hidden:
             read_only = [*self.hide_project, *_on_path_in(self.project), *run_dir, *shown, *self.protected]
         if self.isolation:
-            hidden += self.isolation.hide
+            hidden += (*self.isolation.hide, *private)  # a race candidate's: nothing of the others' sessions
         if write:
             writable.append(self.work_tree)
             if self.workspace / ".loope" in self.protected:

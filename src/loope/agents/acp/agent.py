@@ -28,6 +28,7 @@ from loope.agents.codex import CodexAgent
 from loope.agents.failure import explain
 from loope.agents.gemini import GeminiAgent
 from loope.agents.pricing import estimate
+from loope.agents.process import session_paths
 from loope.agents.setback import from_text
 from loope.records.atomic import write_text
 
@@ -54,6 +55,8 @@ class AcpAgent:
     """Variables naming the agent's own state dir (writable inside the sandbox), as for its CLI's adapter."""
     home_state: ClassVar[tuple[str, ...]] = ()
     """Its state under HOME (``.claude``), writable inside the sandbox."""
+    session_state: ClassVar[tuple[str, ...]] = ()
+    """Its session transcripts in that state dir: private to each step of a race candidate."""
 
     def __init__(self, command: str | None = None, *, options: Mapping[str, Any] | None = None) -> None:
         self.command = command
@@ -129,7 +132,8 @@ class AcpAgent:
         home = Path(env.get("HOME") or Path.home())
         state = [home / rel for rel in self.home_state] + [Path(env[v]) for v in self.home_env if env.get(v)]
         visible = named_paths(shlex.join(argv), request.workspace) if request.sandboxed else []
-        box = request.sandbox.agent(write=request.mode == "write", state=state, visible=visible)
+        private = session_paths(env, self.home_env, self.home_state, self.session_state)
+        box = request.sandbox.agent(write=request.mode == "write", state=state, visible=visible, private=private)
         outcome = asyncio.run(drive(argv, env, request, client_version=__version__, box=box))
         return self._result(outcome, request)
 
@@ -190,6 +194,7 @@ class ClaudeAcpAgent(_Preset):
     name = "claude-acp"
     home_env = ClaudeAgent.home_env
     home_state = ClaudeAgent.home_state
+    session_state = ClaudeAgent.session_state
     info = AdapterInfo(
         name="claude-acp",
         binary="claude-agent-acp",
@@ -212,6 +217,7 @@ class CodexAcpAgent(_Preset):
     name = "codex-acp"
     home_env = CodexAgent.home_env
     home_state = CodexAgent.home_state
+    session_state = CodexAgent.session_state
     info = AdapterInfo(
         name="codex-acp",
         binary="codex-acp",
