@@ -227,6 +227,9 @@ def test_without_the_sandbox_a_write_into_a_finished_candidates_tree_is_undone_a
     assert any("wrote into candidate 2's tree" in v for v in impl_1["violations"])
     report = (project.runs()[-1] / "report.md").read_text()
     assert "candidates were not isolated from each other (no sandbox)" in report
+    (line,) = [json.loads(ln) for ln in (project.runs()[-1] / "ledger.jsonl").read_text().splitlines()]
+    assert any(v.startswith("candidate 2's tree changed after its agent ended") for v in line["violations"])
+    assert [c["violations"] for c in line["candidates"]] == [0, 1]  # the winner first
 
 
 # Candidate 2 ends first, leaving a file with two names (inotify reports such a file at every look

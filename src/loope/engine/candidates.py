@@ -293,7 +293,7 @@ class Race:
         order = [top, *[c for c in ranked if c.index != winner.index]]
         results = [self._result(lanes[c.index], rank, n, self._why(c, top, lanes)) for rank, c in enumerate(order, 1)]
         why = results[0].why.removeprefix("won: ")
-        record = Round(iteration=n, winner=winner.index, why=why, candidates=results, isolated=run.sandbox.enabled)
+        record = Round(n, winner.index, why, results, undone=outside, isolated=run.sandbox.enabled)
         run.record.rounds.append(record)
         run.bus.emit(Selection(iteration=n, winner=winner.index, why=why, candidates=results))
         agent_state = read(run.state_file, run.record.run_id)

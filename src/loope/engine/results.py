@@ -120,7 +120,7 @@ class IterationResults:
             score=self.score,
             best=run.record.best_score,
             verdict=decision.verdict,
-            violations=list(decision.findings.violations),
+            violations=[*decision.findings.violations, *(self.raced.undone if self.raced else ())],
             reviews={s.record.adapter: s.record.verdict or "failed" for s in self.reviews},
             steps=[s for s in run.record.steps if s.iteration == self.iteration],
             raced=self.raced,

@@ -44,5 +44,7 @@ class Round:
     winner: int
     why: str
     candidates: list[CandidateResult] = field(default_factory=list)
+    undone: list[str] = field(default_factory=list)
+    """What loope undid outside each candidate's own tree during the round (also in the ledger's ``violations``)."""
     isolated: bool = True
     """Each candidate's steps were sandboxed from the others' work (False: no sandbox, see ``workspace/late.py``)."""
