@@ -61,29 +61,41 @@ class Project:
         return json.loads((self.runs()[index] / "run.json").read_text())
 
 
-def run_file(run: dict, rel: str) -> str:
-    """``rel`` as the run left it: its worktree's file, or its last commit's once the worktree was removed."""
+def _finished_tree(run: dict) -> tuple[Path, list[str]] | None:
+    """Where git reads a finished run's last commit (cwd, git options); None while its tree is still there."""
     ws = run["workspace"]
-    if not ws.get("removed"):
-        return (Path(ws["path"]) / rel).read_text()
-    return git(Path(run["workdir"]), "show", f"{ws['head']}:./{rel}")
+    if ws.get("mode") == "overlay":  # its tree was a mount, gone with the runner; its commits are in shadow.git
+        return Path(run["workdir"]), ["--git-dir", str(Path(ws["path"]).parent / "shadow.git")]
+    if ws.get("removed"):
+        return Path(run["workdir"]), []
+    return None
+
+
+def run_file(run: dict, rel: str) -> str:
+    """``rel`` as the run left it: its worktree's file, or its last commit's once the tree is gone."""
+    found = _finished_tree(run)
+    if found is None:
+        return (Path(run["workspace"]["path"]) / rel).read_text()
+    cwd, options = found
+    return git(cwd, *options, "show", f"{run['workspace']['head']}:./{rel}")
 
 
 def run_state(rundir: Path) -> str:
-    """The agent's state file as the run left it (the run dir keeps a copy once the worktree is removed)."""
-    ws = json.loads((rundir / "run.json").read_text())["workspace"]
-    if ws.get("removed"):
+    """The agent's state file as the run left it (the run dir keeps a copy once the tree is gone)."""
+    run = json.loads((rundir / "run.json").read_text())
+    if _finished_tree(run) is not None:
         return (rundir / "state.md").read_text()
-    return (Path(ws["path"]) / ".loope" / "state.md").read_text()
+    return (Path(run["workspace"]["path"]) / ".loope" / "state.md").read_text()
 
 
 def run_has(run: dict, rel: str) -> bool:
-    """Whether the run left ``rel`` (in its worktree, or in its last commit once the worktree was removed)."""
-    ws = run["workspace"]
-    if not ws.get("removed"):
-        return os.path.lexists(Path(ws["path"]) / rel)
-    found = subprocess.run(["git", "cat-file", "-e", f"{ws['head']}:./{rel}"], cwd=run["workdir"], check=False)
-    return found.returncode == 0
+    """Whether the run left ``rel`` (in its worktree, or in its last commit once the tree is gone)."""
+    found = _finished_tree(run)
+    if found is None:
+        return os.path.lexists(Path(run["workspace"]["path"]) / rel)
+    cwd, options = found
+    check = ["git", *options, "cat-file", "-e", f"{run['workspace']['head']}:./{rel}"]
+    return subprocess.run(check, cwd=cwd, check=False, capture_output=True).returncode == 0
 
 
 CALC = """\
@@ -191,6 +203,17 @@ def unsandboxed(cli):  # type: ignore[no-untyped-def]
     def invoke(*args: str, cwd: Path | None = None) -> CliResult:
         off = args[:1] == ("run",) and "--sandbox" not in args
         return cli(*args, *(("--sandbox", "off") if off else ()), cwd=cwd)
+
+    return invoke
+
+
+def in_worktree(cli):  # type: ignore[no-untyped-def]
+    """``cli`` whose runs work in a git worktree (unless a run names ``--workspace``): for tests of what a
+    worktree run does (its branch ``loope/<run>``, its tree removed or kept, made again by ``continue``)."""
+
+    def invoke(*args: str, cwd: Path | None = None) -> CliResult:
+        pin = args[:1] == ("run",) and "--workspace" not in args
+        return cli(*args, *(("--workspace", "worktree") if pin else ()), cwd=cwd)
 
     return invoke
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 from pathlib import Path
 
 from loope.enums import WorkspaceMode
@@ -35,6 +34,8 @@ UPPER_DIR = "upper"
 _WORK_DIR = "overlay-work"
 _hidden: dict[str, dict[str, int]] = {}
 """Per hidden store (this process's view): an O_PATH descriptor for each layer, opened before it was hidden."""
+_standing: dict[str, set[str]] = {}
+"""Per hidden store: the workspaces mounted over it in this process (the store is shown again with the last)."""
 
 
 def store_of(workdir: Path) -> Store:
@@ -56,7 +57,7 @@ def choose(workdir: Path, top: Path | None) -> tuple[WorkspaceMode | None, str |
     if top is None:
         return None, None  # not a git repository: a copy, as always
     found = probe(workdir)
-    if found.works and threading.active_count() == 1:
+    if found.works and overlayfs.can_enter():
         return WorkspaceMode.OVERLAY, None
     reason = found.reason if not found.works else "this process already runs threads"
     return None, f"no overlay workspace here ({reason}); using a worktree"
@@ -120,6 +121,7 @@ def _mount(run_dir: Path, workdir: Path, state: State) -> None:
         path.mkdir(exist_ok=True)
     shutil.rmtree(work / "work", ignore_errors=True)  # a killed runner's scratch: overlayfs wants it empty
     overlayfs.mount(layers, upper, work, tree)
+    _standing.setdefault(str(store.root), set()).add(os.path.realpath(tree))
     if hide:
         overlayfs.hide(store.root)
 
@@ -175,13 +177,17 @@ def feed(run_dir: Path) -> UpperFeed:
 
 def unmount(run_dir: Path) -> None:
     """Take ``run_dir``'s mount away; with the last one, the store is shown again (to a later run here)."""
-    overlayfs.unmount(run_dir / "workspace")
+    tree = run_dir / "workspace"
+    overlayfs.unmount(tree)
     for root, held in list(_hidden.items()):
-        if not overlayfs.mounted_overlays():
+        standing = _standing.get(root, set())
+        standing.discard(os.path.realpath(tree))
+        if not standing & set(overlayfs.mounted_overlays()):  # no workspace of this process stands on it
             overlayfs.unmount(Path(root), fstype="tmpfs")
             for fd in held.values():
                 os.close(fd)
             del _hidden[root]
+            _standing.pop(root, None)
 
 
 def prune(workdir: Path, *, dry_run: bool) -> list[str]:

@@ -7,10 +7,13 @@ And a mount made inside a namespace of the runner lives exactly as long as the r
 killed runner leaves no mount behind, where a FUSE mount sits in the user's namespace until
 someone unmounts it. Debian 12's bubblewrap (0.8) has no ``--overlay``, hence this module.
 
-The runner enters the namespace once (``enter``), before it starts any thread, so every step,
-check and git command it runs afterwards sees the mounts: a plain mount namespace for root, a
-user namespace mapping the user to themself (and a mount namespace owned by it) otherwise, so
-nothing here needs root. Mounts never propagate back to the user's namespace.
+The runner enters the namespace once (``enter``), so every step, check and git command it runs
+afterwards sees the mounts: a plain mount namespace for root, a user namespace mapping the user to
+themself (and a mount namespace owned by it) otherwise, so nothing here needs root. Mounts never
+propagate back to the user's namespace. A mount namespace alone moves only the calling thread (and
+the threads and processes it starts afterwards), so with root an overlay works in a process that
+already runs threads (a library caller, a test runner); a user namespace needs a process of one
+thread.
 """
 
 from __future__ import annotations
@@ -89,16 +92,21 @@ _entered: list[Namespace] = []
 """This process's namespace once entered (a fact about the process: it cannot be left again)."""
 
 
+def can_enter() -> bool:
+    """Whether ``enter`` can work in this process now (it has, or root, or one thread)."""
+    return bool(_entered) or _has_cap_sys_admin() or threading.active_count() == 1
+
+
 def enter() -> Namespace:
     """Move this process into a mount namespace of its own (once); every later child inherits it."""
     if _entered:
         return _entered[0]
-    if threading.active_count() > 1:
-        # unshare() moves only the calling thread; the others' children would not see the mounts.
+    user_ns = not _has_cap_sys_admin()
+    if user_ns and threading.active_count() > 1:
+        # A user namespace can only be entered by a process of one thread.
         raise OverlayUnavailable("the overlay must be set up before loope starts any thread")
     libc = _libc()
     uid, gid = os.geteuid(), os.getegid()
-    user_ns = not _has_cap_sys_admin()
     _check(libc.unshare(_CLONE_NEWNS | (_CLONE_NEWUSER if user_ns else 0)), "unshare")
     if user_ns:
         # The user stays themself: files they make keep their owner, and programs run unprivileged.

@@ -1,5 +1,7 @@
 """A finished run's worktree: removed when the run ends, made again when the run goes on.
 
+(An overlay run's tree is a mount that goes with its runner; only its state file is copied here.)
+
 Everything a finished run holds is elsewhere: its commits on the run branch (and ``refs/loope/``),
 its diff and records in the run dir. What lives only in the worktree is copied first: the agent's
 state file. A worktree is kept when something in it is not in a commit (a step cut short, a
@@ -12,6 +14,7 @@ that ``continue`` or ``apply`` would trip over.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -44,6 +47,10 @@ class Retired:
 
 def retire(ws: Workspace, run_dir: Path) -> Retired:
     """Remove a finished run's worktree, unless something in it is in no commit."""
+    if ws.mode == WorkspaceMode.OVERLAY:  # its tree goes with the mount; its upper layer stays, and its state here
+        with contextlib.suppress(OSError):
+            _keep_state(ws, run_dir)
+        return Retired(False)
     if ws.mode != WorkspaceMode.WORKTREE or ws.branch is None:
         return Retired(False)
     try:
@@ -51,9 +58,7 @@ def retire(ws: Workspace, run_dir: Path) -> Retired:
         if loose:
             more = f" and {len(loose) - 3} more" if len(loose) > 3 else ""
             return Retired(False, f"kept: {', '.join(c.path for c in loose[:3])}{more} changed after the last commit")
-        state = safefs.read_bytes(ws.path, _STATE_REL)  # never through a link the agent left there
-        if state is not None:
-            write_bytes(run_dir / STATE_COPY, state)
+        _keep_state(ws, run_dir)
     except (LoopeError, OSError) as exc:
         return Retired(False, f"kept: {exc}")
     tree = run_dir / "workspace"  # the worktree's top (a run from a subdirectory works in part of it)
@@ -71,6 +76,13 @@ def retire(ws: Workspace, run_dir: Path) -> Retired:
     if problem:
         return Retired(True, f"removed, but {trash} could not be deleted ({problem}); delete it by hand")
     return Retired(True)
+
+
+def _keep_state(ws: Workspace, run_dir: Path) -> None:
+    """The agent's state file, copied to the run dir (where ``status`` and ``continue`` find it)."""
+    state = safefs.read_bytes(ws.path, _STATE_REL)  # never through a link the agent left there
+    if state is not None:
+        write_bytes(run_dir / STATE_COPY, state)
 
 
 def recreate(record: RunRecord, run_dir: Path) -> None:
