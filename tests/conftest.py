@@ -207,15 +207,35 @@ def unsandboxed(cli):  # type: ignore[no-untyped-def]
     return invoke
 
 
-def in_worktree(cli):  # type: ignore[no-untyped-def]
-    """``cli`` whose runs work in a git worktree (unless a run names ``--workspace``): for tests of what a
-    worktree run does (its branch ``loope/<run>``, its tree removed or kept, made again by ``continue``)."""
+def in_workspace(cli, mode: str):  # type: ignore[no-untyped-def]
+    """``cli`` whose runs work in a ``mode`` workspace (``default``: as loope chooses), unless a run names one."""
 
     def invoke(*args: str, cwd: Path | None = None) -> CliResult:
-        pin = args[:1] == ("run",) and "--workspace" not in args
-        return cli(*args, *(("--workspace", "worktree") if pin else ()), cwd=cwd)
+        pin = mode != "default" and args[:1] == ("run",) and "--workspace" not in args
+        return cli(*args, *(("--workspace", mode) if pin else ()), cwd=cwd)
 
     return invoke
+
+
+def _overlay_works() -> bool:
+    from loope.workspace import overlayfs
+
+    return overlayfs.probe(Path(os.environ.get("TMPDIR", "/tmp"))).works
+
+
+@pytest.fixture(params=["default", "overlay"])
+def workspace_mode(request: pytest.FixtureRequest) -> str:
+    """Tests of the loop's own behaviour run twice: in the default workspace and in an overlay."""
+    if request.param == "overlay" and not _overlay_works():
+        pytest.skip("overlay workspaces do not work on this machine")
+    return str(request.param)
+
+
+def run_git(run: dict, *args: str) -> str:
+    """git on the repository holding the run's commits and refs (an overlay run's own, else the user's)."""
+    found = _finished_tree(run)
+    options = found[1] if found else []
+    return git(Path(run["workdir"]), *options, *args)
 
 
 def reporting_to(cli, *dirs: Path):  # type: ignore[no-untyped-def]

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIX, FIXED_CALC, Project, git, one_error_line
+from tests.conftest import FIX, FIXED_CALC, Project, git, in_workspace, one_error_line
+
+
+@pytest.fixture
+def cli(cli, workspace_mode):  # type: ignore[no-untyped-def]
+    """Each test runs in the default workspace and in an overlay."""
+    return in_workspace(cli, workspace_mode)
+
 
 # Fixes calc.py, adds a file in a new directory and an executable script, deletes old.txt.
 CHANGE = (
@@ -145,7 +152,7 @@ def test_a_symlink_the_run_made_to_outside_is_refused(project, cli, converge):
 def test_apply_a_copy_run_of_a_directory_outside_git(tmp_path, cli, converge):
     plain = Project(tmp_path / "plain")
     plain.write("calc.py", "def add(a, b):\n    return a - b\n")
-    converge(FIX, goal="fix add", cwd=plain.path)
+    converge(FIX, "--workspace", "copy", goal="fix add", cwd=plain.path)  # as it would be by default, outside git
     assert plain.run_json()["workspace"]["mode"] == "copy"
     applied = cli("apply", "0001", cwd=plain.path)
     assert applied.exit_code == 0, applied.err

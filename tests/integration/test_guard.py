@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CALC, CALC_TESTS, FIX, GATE, PYTHON, Project, run_file, run_has, unsandboxed
+from tests.conftest import CALC, CALC_TESTS, FIX, GATE, PYTHON, Project, in_workspace, run_file, run_has, unsandboxed
 
 # The second attempt fixes calc.py only once it has been told its first one was undone.
 FIX_WHEN_TOLD = (
@@ -104,9 +104,11 @@ def test_a_protected_test_file_rewritten_by_shell_is_undone(project, agent_scrip
 
 
 @pytest.fixture
-def cli(cli):  # type: ignore[no-untyped-def]
-    """The guard is tested as the only line: unsandboxed (the sandbox would refuse the writes first)."""
-    return unsandboxed(cli)
+def cli(cli, workspace_mode):  # type: ignore[no-untyped-def]
+    """The guard is tested as the only line: unsandboxed (the sandbox would refuse the writes first).
+
+    Each test runs in the default workspace and in an overlay."""
+    return in_workspace(unsandboxed(cli), workspace_mode)
 
 
 def test_a_deleted_protected_file_is_restored_before_the_gate(project, agent_script, cli):
@@ -191,7 +193,7 @@ def test_a_script_named_by_the_gate_is_protected(project, agent_script, cli):
     result = run_fix(cli, project, cheat_then_fix(agent_script, cheat), gate=f"{PYTHON} check.py")
     assert result.exit_code == 0, result.out + result.err
     assert_undone_recorded_and_fed_back(project, "check.py is protected; your change to it was undone")
-    assert "subprocess.call" in (workspace(project) / "check.py").read_text()
+    assert "subprocess.call" in run_file(project.run_json(), "check.py")
 
 
 @pytest.mark.parametrize("mode", ["worktree", "in-place"])

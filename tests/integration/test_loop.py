@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import APPROVE, FIX, FIXED_CALC, GATE, alive_in_group, gone, run_file, run_has
+import pytest
+
+from tests.conftest import APPROVE, FIX, FIXED_CALC, GATE, alive_in_group, gone, in_workspace, run_file, run_has
+
+
+@pytest.fixture
+def cli(cli, workspace_mode):  # type: ignore[no-untyped-def]
+    """Each test runs in the default workspace and in an overlay."""
+    return in_workspace(cli, workspace_mode)
 
 
 def steps_of(run: dict, role: str) -> list[dict]:

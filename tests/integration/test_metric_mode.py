@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GATE, PYTHON, Project, run_file
+from tests.conftest import GATE, PYTHON, Project, in_workspace, run_file, run_git
+
+
+@pytest.fixture
+def cli(cli, workspace_mode):  # type: ignore[no-untyped-def]
+    """Each test runs in the default workspace and in an overlay."""
+    return in_workspace(cli, workspace_mode)
+
 
 MEASURE = """\
 import solution
@@ -104,12 +111,12 @@ def test_scores_5_3_9_keep_the_best_3_and_revert_the_third_attempt(scored, agent
     assert "-SCORE = 3" in diff
     assert "+SCORE = 9" in diff
     ref = f"refs/loope/{run['run_id']}/attempt-3"
-    assert scored.git("show", f"{ref}:solution.py") == "SCORE = 9\n"
-    # The run's branch holds the kept states only: the reverted attempt is not among its commits.
-    branch = run["workspace"]["branch"]
-    assert scored.git("show", f"{branch}:solution.py") == "SCORE = 3\n"
-    assert len(scored.git("rev-list", f"HEAD..{branch}").split()) == 2
-    assert not scored.git("for-each-ref", f"refs/loope/{run['run_id']}/attempt-1")
+    assert run_git(run, "show", f"{ref}:solution.py") == "SCORE = 9\n"
+    # The run's history holds the kept states only: the reverted attempt is not among its commits.
+    base, head = run["workspace"]["base"], run["workspace"]["head"]
+    assert run_git(run, "show", f"{head}:solution.py") == "SCORE = 3\n"
+    assert len(run_git(run, "rev-list", f"{base}..{head}").split()) == 2
+    assert not run_git(run, "for-each-ref", f"refs/loope/{run['run_id']}/attempt-1")
     # The score log starts with the first attempt (all of it: see the test below).
     assert score_log(scored)[0][1:] == ["1", "5", "kept"]
     # The ledger: one line per attempt with every documented field.
@@ -384,7 +391,7 @@ def test_a_metric_that_prints_no_number_is_reported_and_the_attempt_reverted(sco
     feedback = prompt_of(scored, 2).split("# Feedback from the last iteration", 1)[1]
     assert "printed no number" in feedback
     assert "reverted" in feedback
-    assert scored.git("show", f"refs/loope/{run['run_id']}/attempt-1:solution.py") == "SCORE = 'unknown'\n"
+    assert run_git(run, "show", f"refs/loope/{run['run_id']}/attempt-1:solution.py") == "SCORE = 'unknown'\n"
     assert workspace_file(scored, "solution.py") == "SCORE = 4\n"
 
 

@@ -74,7 +74,7 @@ class Workspace:
     ) -> Workspace:
         top = toplevel(workdir)
         note = None
-        if mode is None or mode == WorkspaceMode.AUTO:  # an overlay wherever one works
+        if mode == WorkspaceMode.AUTO:
             mode, note = choose(workdir, top)
         chosen = mode or (WorkspaceMode.WORKTREE if top else WorkspaceMode.COPY)
         if chosen == WorkspaceMode.OVERLAY:
