@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
-from tests.conftest import GATE
+import pytest
+
+from tests.conftest import GATE, Project
 
 SPENT = 0.25
 FAKE_CLAUDE = f"""#!{sys.executable}
@@ -27,13 +30,19 @@ def cap(argv: list[str]) -> str:
     return argv[argv.index("--max-budget-usd") + 1]
 
 
-def test_each_claude_candidate_gets_its_share_of_the_remaining_budget(project, cli, monkeypatch):
-    report = project.path.parent / "argv"
+def claude_in_place(project: Project, monkeypatch: pytest.MonkeyPatch, script: str = FAKE_CLAUDE) -> Path:
+    """Put ``script`` (formatted with the report dir) in claude's place; the dir it reports to."""
+    report = project.path.parent / "report"
     report.mkdir()
     program = project.path.parent / "claude"
-    program.write_text(FAKE_CLAUDE.format(report=str(report)))
+    program.write_text(script.format(report=str(report)))
     program.chmod(0o755)
     monkeypatch.setenv("LOOPE_CLAUDE_BIN", str(program))
+    return report
+
+
+def test_each_claude_candidate_gets_its_share_of_the_remaining_budget(project, cli, monkeypatch):
+    report = claude_in_place(project, monkeypatch)
     result = cli(
         "run", "fix add", "--implementer", "claude", "--candidates", "2", "--no-review", "--verify-cmd", GATE,
         "--max-cost", "2", "--max-iters", "2", "--stall-after", "3", "--sandbox-writable", str(report), "--plain",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.conftest import FIXED_CALC, GATE, alive_in_group, git, gone
-from tests.integration.test_candidate_budgets import FAKE_CLAUDE, cap
+from tests.integration.test_candidate_budgets import cap, claude_in_place
 from tests.integration.test_control import DEADLINE_S, loope, runners, wait_for
 
 __all__ = ["runners"]  # a fixture used here
@@ -43,12 +43,7 @@ def test_stop_now_during_a_round_kills_every_candidate_and_all_they_started(proj
 
 
 def test_a_race_of_three_different_agents_keeps_the_one_that_passes(project, agent_script, cli, monkeypatch):
-    report = project.path.parent / "argv"
-    report.mkdir()
-    program = project.path.parent / "claude"
-    program.write_text(FAKE_CLAUDE.format(report=str(report)))
-    program.chmod(0o755)
-    monkeypatch.setenv("LOOPE_CLAUDE_BIN", str(program))
+    report = claude_in_place(project, monkeypatch)
     fixer = agent_script(f"pathlib.Path('calc.py').write_text({FIXED_CALC!r})\nprint('fixed add')\n")
     result = cli(
         "run", "fix add", "--implementer", "claude", "--implementer", "stub", "--implementer", fixer,

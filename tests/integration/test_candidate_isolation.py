@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import FIXED_CALC, GATE, git
 from tests.helpers.attacks import NEEDS_BWRAP
 from tests.helpers.overlay import loope as loope_process
+from tests.integration.test_candidate_budgets import claude_in_place
 
 __all__ = ["loope_process"]  # a fixture used here
 
@@ -200,15 +201,20 @@ else:
 """
 
 
-def test_without_the_sandbox_a_write_into_a_finished_candidates_tree_is_undone_and_disqualifies(
-    project, agent_script, cli
-):
-    agent = agent_script(LATE_WRITER.format(fixed=FIXED_CALC))
+def race_unsandboxed(project, cli, agent: str):  # type: ignore[no-untyped-def]
+    """One round of two ``agent`` candidates without the sandbox, which must converge."""
     result = cli(
         "run", "fix add", "--implementer", agent, "--candidates", "2", "--no-review", "--verify-cmd", GATE,
         "--sandbox", "off", "--max-iters", "1", "--plain", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
+    return result
+
+
+def test_without_the_sandbox_a_write_into_a_finished_candidates_tree_is_undone_and_disqualifies(
+    project, agent_script, cli
+):
+    result = race_unsandboxed(project, cli, agent_script(LATE_WRITER.format(fixed=FIXED_CALC)))
     said = "warning: candidates are not isolated from each other without the sandbox"
     assert said in result.out
     run = project.run_json()
@@ -251,12 +257,7 @@ print("fixed add")
 
 
 def test_a_tree_that_did_not_change_after_its_agent_ended_is_left_alone(project, agent_script, cli):
-    agent = agent_script(TWO_NAMES.format(fixed=FIXED_CALC))
-    result = cli(
-        "run", "fix add", "--implementer", agent, "--candidates", "2", "--no-review", "--verify-cmd", GATE,
-        "--sandbox", "off", "--max-iters", "1", "--plain", cwd=project.path,
-    )  # fmt: skip
-    assert result.exit_code == 0, result.out + result.err
+    race_unsandboxed(project, cli, agent_script(TWO_NAMES.format(fixed=FIXED_CALC)))
     run = project.run_json()
     assert "after its agent ended" not in run["loop"]["feedback"]
     assert not [s for s in run["steps"] if s["violations"]]
@@ -299,13 +300,10 @@ print(json.dumps({{"type": "result", "subtype": "success", "is_error": False, "r
 
 @NEEDS_BWRAP
 def test_under_the_sandbox_claude_candidates_keep_their_sessions_to_themselves(project, cli, monkeypatch):
-    home, report = project.path.parent / "home", project.path.parent / "report"
+    home = project.path.parent / "home"
     home.mkdir()
-    report.mkdir()
-    program = project.path.parent / "claude"
-    program.write_text(SESSIONS.format(python=sys.executable, report=str(report), secret=SECRET_EXPR))
-    program.chmod(0o755)
-    monkeypatch.setenv("LOOPE_CLAUDE_BIN", str(program))
+    script = SESSIONS.replace("{python}", sys.executable).replace("{secret}", SECRET_EXPR)
+    report = claude_in_place(project, monkeypatch, script)  # it formats {report!r}
     monkeypatch.setenv("HOME", str(home))
     result = cli(
         "run", "fix add", "--implementer", "claude", "--candidates", "2", "--no-review", "--verify-cmd", GATE,

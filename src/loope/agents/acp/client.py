@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from acp.schema import (
 from loope.agents.base import Action, AgentEvent, AgentRequest
 from loope.agents.message import MessageText
 from loope.proc import Confinement, ProcResult, run_process
+from loope.workspace import safefs
 
 _ACTIONS: dict[str, Action] = {
     "read": "read",
@@ -221,10 +223,12 @@ class LoopeClient:
         if rel is None:
             raise RequestError.invalid_params({"path": path, "reason": "loope serves files in the workspace only"})
         self.report(AgentEvent.act("read", rel))
-        try:
-            text = (self.workspace / rel).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise RequestError.invalid_params({"path": path, "reason": exc.strerror or str(exc)}) from None
+        # Opened step by step, no link followed: a directory the agent swaps for a link after the
+        # check above cannot lead the read out of the workspace.
+        data = safefs.read_bytes(self.workspace, rel)
+        if data is None:
+            raise RequestError.invalid_params({"path": path, "reason": "no such file in the workspace"})
+        text = data.decode("utf-8", errors="replace")
         if line is not None or limit is not None:
             lines = text.splitlines(keepends=True)
             start = max((line or 1) - 1, 0)
@@ -239,12 +243,11 @@ class LoopeClient:
             raise RequestError.invalid_params({"path": path, "reason": reason})
         rel = self.inside(path)
         assert rel is not None  # write_refusal refuses a path outside the workspace
-        target = self.workspace / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # O_NOFOLLOW: a symlink planted after the check is not followed out of the workspace.
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(content)
+        # Written step by step, no link followed (a link planted on the way after the check is
+        # replaced by a real directory): loope writes outside the sandbox, never outside the workspace.
+        before = safefs.lstat(self.workspace, rel)
+        mode = stat.S_IMODE(before.st_mode) if before is not None and stat.S_ISREG(before.st_mode) else 0o644
+        safefs.write_bytes(self.workspace, rel, content.encode("utf-8"), mode)
         self.report(AgentEvent.act("write", rel))
         return WriteTextFileResponse()
 
