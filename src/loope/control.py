@@ -183,7 +183,7 @@ def start_detached(spec: Any) -> str:
     store = Store.for_project(spec.workdir)
     engine = Engine(spec, Services(observers=[StoreObserver(store)]))
     run = engine.prepare()
-    run.workspace.stop_watching()  # the background runner watches it from now on
+    engine.let_go()  # the background runner watches and records it from now on
     try:
         hand_over(run.rundir, spec.workdir, engine.lock)
     except LoopeError as exc:
@@ -191,6 +191,7 @@ def start_detached(spec: Any) -> str:
         raise LoopeError(f"run {run.rundir.run_id} failed: {exc}") from None
     finally:
         engine.lock.release()  # the background runner holds it now, through the descriptor it was passed
+        store.close()  # a long-lived starter (the MCP server) keeps nothing of the run open
     return run.rundir.run_id
 
 

@@ -235,6 +235,28 @@ def test_status_shows_the_iteration_in_flight(project, agent_script, marks, runn
         (marks / "release").touch()
 
 
+def test_a_detached_start_keeps_nothing_of_the_run_open_in_the_starting_process(project, agent_script, cli):
+    def held_under(path: Path) -> list[str]:
+        found = []
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/self/fd/{fd}")
+                if target.startswith(f"{path}/") or target == str(path):
+                    found.append(target)
+        return found
+
+    result = cli(
+        "run", "fix add", "--implementer", agent_script(DONE), "--no-review", "--detach", "--sandbox", "off",
+        cwd=project.path,
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.err
+    rundir = project.path / ".loope" / "runs" / result.out.strip()
+    held = held_under(project.path.resolve())
+    assert held == [], "\n".join(held)  # this process (an MCP server, say) may go on for days
+    wait_for(lambda: read_json(rundir / "run.json")["status"] != "running", "the background run to finish")
+
+
 def test_detach_with_bad_input_fails_at_once_and_starts_nothing(project, cli):
     result = cli(
         "run", "fix add", "--implementer", "exec:./no-such-agent.sh", "--no-review", "--detach", cwd=project.path

@@ -84,6 +84,16 @@ class Engine:
             self.bus.emit(setup.started_event(run, self.guard, self.agents, self.sandbox))
         return run
 
+    def let_go(self) -> None:
+        """Close what this process opened for a prepared run another process drives now (the lock aside)."""
+        run = self.run_state
+        run.workspace.stop_watching()
+        run.release()
+        for log in self.guard.logs:
+            log.close()
+        if self.control is not None:
+            self.control.close()
+
     @classmethod
     def resume(
         cls,
