@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import subprocess
 import threading
@@ -21,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Protocol
 
+from loope.pump import Pump
 from loope.streams import BlockCallback, LineCallback, Stream
 
 
@@ -40,13 +40,13 @@ class Confinement(Protocol):
 
 
 _POLL_S = 0.05
-DRAIN_JOIN_S = 10.0
+DRAIN_S = 10.0
 """How long, once the process has ended, to wait for its output to be read to the end.
 
 A grandchild that left the process group (its own ``setsid``) can hold the pipes open for ever;
 the result is then built from what was read by this deadline.
 """
-ABORT_JOIN_S = 2.0
+ABORT_DRAIN_S = 2.0
 """The same wait when run_process is leaving with an exception (Ctrl-C, a failed ``on_spawn``)."""
 
 
@@ -111,26 +111,12 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _terminate(proc: subprocess.Popen[bytes], grace_s: float) -> None:
-    """SIGTERM the process group, then SIGKILL whatever is left after ``grace_s``."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace_s)
-    _signal_group(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
-def _feed(pipe: IO[bytes], data: bytes) -> None:
-    with contextlib.suppress(BrokenPipeError, OSError):
-        pipe.write(data)
-    with contextlib.suppress(BrokenPipeError, OSError):
-        pipe.close()
-
-
-def _join(threads: list[threading.Thread], within_s: float) -> None:
-    deadline = time.monotonic() + within_s
-    for thread in threads:
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+def _terminate(pump: Pump, grace_s: float) -> None:
+    """SIGTERM the process group, then SIGKILL whatever is left after ``grace_s`` (its output read meanwhile)."""
+    _signal_group(pump.proc.pid, signal.SIGTERM)
+    pump.wait(grace_s)
+    _signal_group(pump.proc.pid, signal.SIGKILL)
+    pump.wait(None)
 
 
 def run_process(
@@ -221,27 +207,21 @@ def _supervise(
     confine: Confinement | None,
 ) -> tuple[bool, bool]:
     """Drain and feed ``proc`` until it ends; (timed_out, cancelled). Any exception kills the group first."""
-    threads = [threading.Thread(target=s.drain, name="loope-proc-drain", daemon=True) for s in streams]
-    if data is not None:
-        assert proc.stdin is not None
-        threads.append(threading.Thread(target=_feed, args=(proc.stdin, data), name="loope-proc-feed", daemon=True))
-    for thread in threads:
-        thread.start()
+    pump = Pump(proc, streams, data)
     try:
         if on_spawn is not None:
             on_spawn(proc.pid)
-        outcome = _wait(proc, timeout, cancel, started, grace_s)
+        outcome = _wait(pump, timeout, cancel, started, grace_s)
     except BaseException:
-        _terminate(proc, 1.0)
-        _signal_group(proc.pid, signal.SIGKILL)
+        _terminate(pump, 1.0)
         if confine is not None:
             confine.kill()
-        _join(threads, ABORT_JOIN_S)  # let the output reach its files before they are closed
+        pump.drain(ABORT_DRAIN_S)  # let the output reach its files before they are closed
         raise
     _signal_group(proc.pid, signal.SIGKILL)  # whatever it left behind in its group
     if confine is not None:
         confine.kill()  # and whatever left the group (its own session, a double fork)
-    _join(threads, DRAIN_JOIN_S)
+    pump.drain(DRAIN_S)
     return outcome
 
 
@@ -316,60 +296,19 @@ def _open_sink(path: Path | None, opened: list[IO[bytes]]) -> IO[bytes] | None:
 
 
 def _wait(
-    proc: subprocess.Popen[bytes],
-    timeout: float | None,
-    cancel: threading.Event | None,
-    started: float,
-    grace_s: float,
+    pump: Pump, timeout: float | None, cancel: threading.Event | None, started: float, grace_s: float
 ) -> tuple[bool, bool]:
-    """Wait for ``proc``; returns (timed_out, cancelled).
+    """Wait for the process, moving its bytes; returns (timed_out, cancelled).
 
-    The end of the process is noticed at once (``Popen.wait`` with a timeout sleeps in steps,
-    which would add milliseconds to every short git command): with nothing to watch for, a plain
-    blocking wait; otherwise a poll on the process's pidfd, waking at least every ``_POLL_S``.
+    Its end is noticed at once (the poll watches its pidfd); with a timeout or a stop to watch for,
+    the wait wakes at least every ``_POLL_S`` to look.
     """
-    if timeout is None and cancel is None:
-        proc.wait()
-        return False, False
-    exited = _exit_watch(proc)
-    try:
-        while True:
-            if exited is not None:
-                exited.wait(_POLL_S)
-            try:
-                proc.wait(timeout=0 if exited is not None else _POLL_S)
-                return False, False
-            except subprocess.TimeoutExpired:
-                pass
-            if cancel is not None and cancel.is_set():
-                _terminate(proc, min(grace_s, 5.0))
-                return False, True
-            if timeout is not None and time.monotonic() - started > timeout:
-                _terminate(proc, grace_s)
-                return True, False
-    finally:
-        if exited is not None:
-            exited.close()
-
-
-class _ExitWatch:
-    """Readable when a process exits (a Linux pidfd); ``wait`` sleeps until then or for at most ``seconds``."""
-
-    def __init__(self, pid: int) -> None:
-        self._fd = os.pidfd_open(pid)
-        self._poller = select.poll()
-        self._poller.register(self._fd, select.POLLIN)
-
-    def wait(self, seconds: float) -> None:
-        self._poller.poll(seconds * 1000)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
-
-
-def _exit_watch(proc: subprocess.Popen[bytes]) -> _ExitWatch | None:
-    try:
-        return _ExitWatch(proc.pid)
-    except (AttributeError, OSError):  # no pidfd on this system: poll in steps instead
-        return None
+    watching = timeout is not None or cancel is not None
+    while not pump.wait(_POLL_S if watching else None):
+        if cancel is not None and cancel.is_set():
+            _terminate(pump, min(grace_s, 5.0))
+            return False, True
+        if timeout is not None and time.monotonic() - started > timeout:
+            _terminate(pump, grace_s)
+            return True, False
+    return False, False

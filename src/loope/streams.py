@@ -1,6 +1,6 @@
 """Reading a process's output: in chunks to its file, split into lines for callbacks, a bounded tail kept.
 
-:func:`loope.proc.run_process` reads each pipe with a :class:`Stream` on a thread of its own.
+:func:`loope.proc.run_process` feeds each pipe's chunks to a :class:`Stream` (:mod:`loope.pump`).
 """
 
 from __future__ import annotations
@@ -96,12 +96,13 @@ class Stream:
         fd = self.pipe.fileno()
         try:
             while chunk := os.read(fd, CHUNK_BYTES):
-                self._take(chunk)
-            self._take(b"", last=True)
+                self.take(chunk)
+            self.take(b"", last=True)
         finally:
             self.pipe.close()
 
-    def _take(self, chunk: bytes, *, last: bool = False) -> None:
+    def take(self, chunk: bytes, *, last: bool = False) -> None:
+        """One chunk read from the pipe (``last``: the pipe ended)."""
         with self.lock:
             if self.detached:
                 return  # read on, so the writer never blocks, but keep nothing
@@ -126,7 +127,7 @@ class Stream:
             if self.on_line is not None:
                 for line in split_lines(block):
                     self.on_line(line)
-        except BaseException as exc:  # noqa: BLE001 - re-raised by run_process once the pipe is drained
+        except Exception as exc:  # noqa: BLE001 - re-raised by run_process once the pipe is drained (Ctrl-C goes at once)
             self.callback_error = exc
 
     def _write(self, raw: bytes) -> None:

@@ -285,7 +285,7 @@ def test_ctrl_c_kills_the_group_and_closes_the_log_only_once_nothing_writes_to_i
 def test_a_grandchild_that_left_the_group_cannot_hold_up_or_break_the_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(proc, "DRAIN_JOIN_S", 0.5)  # only to give up on the held pipe sooner than 10 s
+    monkeypatch.setattr(proc, "DRAIN_S", 0.5)  # only to give up on the held pipe sooner than 10 s
     errors = _thread_errors(monkeypatch)
     before = threading.active_count()
     release, pid_file = tmp_path / "release", tmp_path / "escaped"
