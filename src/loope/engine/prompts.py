@@ -183,9 +183,7 @@ def context_for(
         program=read_optional(spec.workdir / LOOPE_DIR / "program.md"),
         state_path=str(run.state_file),
         state_text=read_optional(run.state_file),
-        ledger=ledger.compact(
-            ledger.load(run.rundir / "ledger.jsonl"), best=run.record.best_score, metric=spec.metric_mode
-        ),
+        ledger=ledger.compact(run.attempts(), best=run.record.best_score, metric=spec.metric_mode),
         feedback=loop.feedback,
         memories=memories,
         critique=loop.critique,

@@ -13,6 +13,7 @@ from loope.engine.bus import EventBus
 from loope.engine.roster import Control
 from loope.enums import StopReason
 from loope.records.anchor import RunDirAnchor
+from loope.records.ledger import Attempt, Reader
 from loope.records.model import LoopState, RunRecord, StepRecord
 from loope.records.rundir import RunDir
 from loope.records.runjson import RunJsonWriter
@@ -61,9 +62,16 @@ class RunState:
     """How many candidates race in each iteration."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _writer: RunJsonWriter | None = None
+    _ledger: Reader | None = None
 
     def __post_init__(self) -> None:
         self.next_step = self.next_step or max((s.id for s in self.record.steps), default=0) + 1
+
+    def attempts(self) -> list[Attempt]:
+        """The ledger's attempts so far (each line parsed once: the cost does not grow with the run)."""
+        if self._ledger is None:
+            self._ledger = Reader(self.rundir / "ledger.jsonl")
+        return self._ledger.attempts()
 
     def stop_requested(self) -> bool:
         return self.control is not None and self.control.stop_requested()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 
@@ -40,3 +41,17 @@ def append_line(path: Path, line: str) -> None:
         if exc.filename is None:
             raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
+
+
+def append_at(path: Path, data: bytes, *, size: int) -> bool:
+    """Append ``data`` to the regular file ``path`` if it holds ``size`` bytes (never via a link); whether it did."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with os.fdopen(fd, "wb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+            return False
+        handle.write(data)
+    return True

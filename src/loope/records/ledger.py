@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,15 +104,50 @@ def line(attempt: Attempt) -> str:
 def load(path: Path) -> list[Attempt]:
     if not path.exists():
         return []
+    return _parse(path.read_bytes())
+
+
+def _parse(data: bytes) -> list[Attempt]:
     attempts = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in data.decode("utf-8", "replace").splitlines():
         try:
-            data = json.loads(line)
+            found = json.loads(line)
         except ValueError:
             continue
-        if isinstance(data, dict):
-            attempts.append(from_data(Attempt, data))
+        if isinstance(found, dict):
+            attempts.append(from_data(Attempt, found))
     return attempts
+
+
+class Reader:
+    """The attempts in one ledger file, each line read and parsed once however long the run goes on.
+
+    Only what was appended since the last call is read; a file replaced (a resumed run's ledger cut
+    back) or shortened is read again from its start.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._attempts: list[Attempt] = []
+        self._file: tuple[int, int] | None = None
+        self._read = 0
+
+    def attempts(self) -> list[Attempt]:
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            info = None
+        if info is None or (info.st_dev, info.st_ino) != self._file or info.st_size < self._read:
+            self._attempts, self._read = [], 0
+            self._file = None if info is None else (info.st_dev, info.st_ino)
+        if info is not None and info.st_size > self._read:
+            with self.path.open("rb") as handle:
+                handle.seek(self._read)
+                data = handle.read(info.st_size - self._read)
+            whole = data[: data.rfind(b"\n") + 1]  # a line still being written is read next time
+            self._attempts += _parse(whole)
+            self._read += len(whole)
+        return list(self._attempts)
 
 
 def _line(a: Attempt) -> str:

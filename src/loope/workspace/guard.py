@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loope.records.atomic import write_bytes
+from loope.records.atomic import append_at, write_bytes
 from loope.records.model import FileChange
 from loope.records.rundir import LOOPE_DIR
 from loope.records.sealed import SealedLog
@@ -130,8 +130,17 @@ class Guard:
         self.seal(path, content)
 
     def append_sealed(self, path: Path, text: str) -> None:
-        """Add ``text`` to a sealed file, rewriting it from the sealed content (so nothing appended by others stays)."""
-        self.write_sealed(path, (self.sealed.get(path) or b"") + text.encode("utf-8"))
+        """Add ``text`` to a sealed file.
+
+        In place when the file is the size loope left it (what anyone else wrote was undone after
+        the last step, and nothing but loope runs between steps), so the cost does not grow with
+        the file; otherwise rewritten whole from the sealed content.
+        """
+        data, before = text.encode("utf-8"), self.sealed.get(path)
+        if before is None or not append_at(path, data, size=len(before)):
+            before = before or b""
+            write_bytes(path, before + data)
+        self.seal(path, before + data)
 
     def _check_sealed(self) -> list[str]:
         """Put back what loope last wrote to each runner-owned file; a link or directory there goes too."""

@@ -31,26 +31,23 @@ LOOPE_FILES = frozenset(
 _ABOVE = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg", "setup.py", "conftest.py")
 
 
-def _kind(info: os.stat_result | None) -> str | None:
-    if info is None:
-        return None
-    if stat.S_ISLNK(info.st_mode):
-        return "link"
-    return "dir" if stat.S_ISDIR(info.st_mode) else "file"
+def _kind(entry: os.DirEntry[str]) -> str:
+    """What an entry is, from the directory listing itself where it says (no ``lstat`` per entry)."""
+    try:
+        if entry.is_symlink():
+            return "link"
+        return "dir" if entry.is_dir(follow_symlinks=False) else "file"
+    except OSError:
+        return "file"
 
 
 def _entries(path: Path) -> dict[str, str]:
+    """Each name in ``path`` and its kind: one read of the directory, however many steps it holds."""
     try:
-        names = os.listdir(path)
+        with os.scandir(path) as listing:
+            return {entry.name: _kind(entry) for entry in listing}
     except OSError:
         return {}
-    found = {}
-    for name in names:
-        try:
-            found[name] = _kind(os.lstat(path / name)) or "file"
-        except OSError:
-            continue
-    return found
 
 
 @dataclass
