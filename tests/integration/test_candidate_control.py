@@ -48,7 +48,7 @@ def test_a_race_of_three_different_agents_keeps_the_one_that_passes(project, age
     result = cli(
         "run", "fix add", "--implementer", "claude", "--implementer", "stub", "--implementer", fixer,
         "--no-review", "--verify-cmd", GATE, "--max-cost", "3", "--max-iters", "1", "--plain",
-        "--sandbox-writable", str(report), cwd=project.path,
+        "--sandbox-writable", str(report), "--workspace", "worktree", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()

@@ -12,6 +12,7 @@ code its gate imports. Candidate 2's result must be its own and candidate 1 must
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 
 import pytest
@@ -205,7 +206,7 @@ def race_unsandboxed(project, cli, agent: str):  # type: ignore[no-untyped-def]
     """One round of two ``agent`` candidates without the sandbox, which must converge."""
     result = cli(
         "run", "fix add", "--implementer", agent, "--candidates", "2", "--no-review", "--verify-cmd", GATE,
-        "--sandbox", "off", "--max-iters", "1", "--plain", cwd=project.path,
+        "--sandbox", "off", "--workspace", "worktree", "--max-iters", "1", "--plain", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     return result
@@ -313,3 +314,47 @@ def test_under_the_sandbox_claude_candidates_keep_their_sessions_to_themselves(p
     assert json.loads((report / "c1.found").read_text()) == []
     assert json.loads((report / "c2.saw").read_text()) == ["session-2.jsonl"]
     assert not (home / ".claude" / "projects" / "proj").exists()  # each kept its sessions in its own box
+
+
+@NEEDS_BWRAP
+def test_an_acp_candidate_and_its_terminal_see_only_its_own_tree(project, cli, tmp_path):
+    from tests.integration.test_acp_sandbox import INITIALIZE, REPLAY
+
+    notes = tmp_path / "acp"
+    notes.mkdir()
+    steps = [
+        {"request": "terminal/create", "params": {"command": "sh", "args": ["-c", "ls -a .."], "cwd": "{cwd}"}},
+        {"request": "terminal/wait_for_exit", "params": {"terminalId": "{terminal}"}},
+        {"request": "terminal/output", "params": {"terminalId": "{terminal}"}},
+        {"request": "fs/read_text_file", "params": {"path": "{cwd}/../c1/calc.py"}},
+        {"request": "fs/read_text_file", "params": {"path": "{cwd}/../c2/calc.py"}},
+        {"request": "fs/write_text_file", "params": {"path": "{cwd}/../c1/calc.py", "content": "x = 1\n"}},
+        {"request": "fs/write_text_file", "params": {"path": "{cwd}/../c2/calc.py", "content": "x = 1\n"}},
+        {"notify": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "looked"}}},
+    ]
+    script = tmp_path / "session.json"
+    script.write_text(json.dumps({"initialize": INITIALIZE, "steps": steps}))
+    agent = f'exec {shlex.quote(sys.executable)} {REPLAY} {script} "{notes}/answers-$LOOPE_CANDIDATE.jsonl"'
+    result = cli(
+        "run", "fix add", "--implementer", f"acp:sh -c {shlex.quote(agent)}", "--candidates", "2", "--no-review",
+        "--verify-cmd", GATE, "--max-iters", "1", "--plain", "--sandbox", "on", "--sandbox-writable", str(notes),
+        "--workspace", "worktree", cwd=project.path,
+    )  # fmt: skip
+    assert result.exit_code == 1, result.out + result.err  # neither fixed add
+    for mine, theirs in ((1, 2), (2, 1)):
+        answered = [json.loads(ln) for ln in (notes / f"answers-{mine}.jsonl").read_text().splitlines()]
+        (listed,) = [a["answer"]["result"]["output"] for a in answered if a["method"] == "terminal/output"]
+        assert sorted(listed.split()) == [".", "..", f"c{mine}", f"c{mine}.objects"]
+        reads = {
+            a["params"]["path"].rsplit("/", 2)[-2]: a["answer"] for a in answered if a["method"] == "fs/read_text_file"
+        }
+        assert reads[f"c{mine}"]["result"]["content"] == project.read("calc.py")
+        assert "workspace only" in reads[f"c{theirs}"]["error"]["data"]["reason"]
+        writes = {
+            a["params"]["path"].rsplit("/", 2)[-2]: a["answer"] for a in answered if a["method"] == "fs/write_text_file"
+        }
+        assert "outside the workspace" in writes[f"c{theirs}"]["error"]["data"]["reason"]
+    # Each wrote only its own calc.py, through loope.
+    kept = {c["candidate"]: c["ref"] for c in project.run_json()["rounds"][0]["candidates"]}
+    for ref in kept.values():
+        assert git(project.path, "show", f"{ref}:calc.py") == "x = 1\n"
