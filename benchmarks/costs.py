@@ -255,9 +255,6 @@ def bench_output(table: Table, root: Path, size: int, repeat: int) -> None:
 
 def bench_startup(table: Table, big: Path, samples: int) -> None:
     run_id = last_run(big).name.split("-", 1)[0]
-    # An installed package starts from compiled bytecode (pip compiles it); with PYTHONDONTWRITEBYTECODE
-    # set, an editable install would compile every module it imports on every start instead.
-    sh([sys.executable, "-m", "compileall", "-q", str(Path(loope_package()).parent)], big)
     bare_env = {**ENV, "PATH": "/usr/bin:/bin"}  # doctor and adapters find no agent binary to run
     commands = {
         "--help": ["--help"],
@@ -310,6 +307,9 @@ def main() -> None:
         parser.error(f"unknown rows {', '.join(sorted(unknown))}; pick from {', '.join(ROWS)}")
     root = Path(tempfile.mkdtemp(prefix="loope-bench-"))
     table = Table()
+    # An installed package starts from compiled bytecode (pip compiles it); with PYTHONDONTWRITEBYTECODE
+    # set, an editable install would compile every module it imports on every start instead.
+    sh([sys.executable, "-m", "compileall", "-q", str(Path(loope_package()).parent)], root)
     try:
         print(f"generating repositories of {args.files} and {args.small} files …", flush=True)
         big, small = make_repo(root, args.files), make_repo(root, args.small)

@@ -42,13 +42,13 @@ SAYS = {
     "adapters": "claude",
     "doctor": "sandbox",
 }
-# What a command may still need: the store's database, the state file's frontmatter (YAML), the
-# adapters themselves (and the processes that ask an installed one its version); doctor validates the
-# project's configuration (a spec) and checks the sandbox and the overlay file system.
+# What a command may still need: the store's database, the adapters themselves (and the processes that
+# ask an installed one its version); doctor validates the project's configuration (a spec) and checks the
+# sandbox and the overlay file system.
 STORE = {"sqlite3", "loope.store"}
 ADAPTERS = {"loope.agents", "subprocess", "concurrent", "tempfile"}
 ALLOWED = {
-    "status": {*STORE, "yaml"},
+    "status": STORE,
     "status of every running run": STORE,
     "adapters": ADAPTERS,
     "doctor": {

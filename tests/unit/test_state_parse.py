@@ -178,3 +178,45 @@ def test_this_runs_done_is_done(tmp_path):
     path = write(tmp_path, "---\nloop_id: 0001-x\nstatus: done\niteration: 2\n---\n")
     state = state_file.read(path, "0001-x")
     assert (state.status, state.problem, state.iteration) == ("done", None, 2)
+
+
+WORDS = [
+    *("done", "in-progress", "blocked", "Done", "0001-fix-add", "fix_add", "abc123", "a-b_c", "x"),
+    *("0", "7", "42", "007", "0012", "1_000", "12-34", "2026-12-01", "0x1f", "0X1F", "0o17", "0b101", "1e5", "1E5"),
+    *("yes", "No", "TRUE", "false", "On", "OFF", "null", "NULL", "Null", "y", "n", "Y", "tRue", "nan", "inf"),
+]
+
+
+@pytest.mark.parametrize("word", WORDS)
+@pytest.mark.parametrize("key", ["status", "iteration", "Loop_ID", "yes", "on", "null", "x1"])
+def test_the_plain_frontmatter_reader_agrees_with_yaml_or_leaves_it_to_yaml(key: str, word: str) -> None:
+    import yaml
+
+    for text in (f"{key}: {word}", f"{key}: {word}  \nother: 3", f"# a note\n{key}:  {word}\n\nloop_id: 0002-x"):
+        plain = state_file.plain_mapping(text)
+        assert plain is None or plain == yaml.safe_load(text), text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "status: done # finished",
+        "status: 'done'",
+        "status:\tdone",
+        "  status: done",
+        "status: done\n  nested: 1",
+        "status: [a, b]",
+        "status:",
+        "- done",
+        "status: done\n...",
+        "status: ~",
+        "status: <<",
+    ],
+)
+def test_anything_but_plain_key_word_lines_is_left_to_yaml(text: str) -> None:
+    assert state_file.plain_mapping(text) is None
+
+
+def test_the_frontmatter_loope_writes_is_read_without_yaml() -> None:
+    text = state_file.initial("0003-fix-add", "fix add").split("---\n")[1]
+    assert state_file.plain_mapping(text) == {"loop_id": "0003-fix-add", "status": "in-progress", "iteration": 0}

@@ -12,6 +12,10 @@ from loope.records.atomic import write_text
 STATUSES = ("in-progress", "done", "blocked")
 _FRONTMATTER = re.compile(r"\A\ufeff?\s*---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 _SECTION = re.compile(r"^#+\s*(.+?)\s*$", re.M)
+_PLAIN_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): +([A-Za-z0-9][A-Za-z0-9_-]*) *")
+_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+_YAML_WORDS = frozenset({"yes", "no", "true", "false", "on", "off", "null", "y", "n"})
+_PREFIXES = ("0x", "0o", "0b")
 
 
 def initial(run_id: str, goal: str) -> str:
@@ -60,6 +64,32 @@ def section(text: str, name: str) -> str:
     return ""
 
 
+def plain_mapping(text: str) -> dict[str, Any] | None:
+    """The frontmatter as YAML reads it when every line is ``key: word`` or ``key: 123``, else None (ask YAML).
+
+    That is the frontmatter loope writes and agents keep; reading it without PyYAML keeps ``loope
+    status`` from importing it. A word YAML would read as something else than a string (``yes``,
+    ``null``, ``0x1f``, a date, ``1_000``) is left to YAML.
+    """
+    data: dict[str, Any] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        found = _PLAIN_LINE.fullmatch(line)
+        if found is None:
+            return None
+        key, value = found.groups()
+        if key.lower() in _YAML_WORDS:
+            return None
+        if _DECIMAL.fullmatch(value):
+            data[key] = int(value)
+        elif value.lower() in _YAML_WORDS or not any(c.isalpha() for c in value) or value[:2].lower() in _PREFIXES:
+            return None
+        else:
+            data[key] = value
+    return data or None
+
+
 def read(path: Path, run_id: str | None = None) -> State:
     """Parse the frontmatter tolerantly (comments, quotes, odd case); problems are noted, never raised.
 
@@ -75,13 +105,15 @@ def read(path: Path, run_id: str | None = None) -> State:
     match = _FRONTMATTER.match(text)
     if not match:
         return State("in-progress", None, None, {}, text, problem="the state file has no --- frontmatter ---")
-    import yaml
+    data = plain_mapping(match.group(1))
+    if data is None:
+        import yaml
 
-    try:
-        data = yaml.safe_load(match.group(1))
-    except yaml.YAMLError as exc:
-        first = str(exc).splitlines()[0]
-        return State("in-progress", None, None, {}, text, problem=f"invalid frontmatter: {first}")
+        try:
+            data = yaml.safe_load(match.group(1))
+        except yaml.YAMLError as exc:
+            first = str(exc).splitlines()[0]
+            return State("in-progress", None, None, {}, text, problem=f"invalid frontmatter: {first}")
     if not isinstance(data, dict):
         return State("in-progress", None, None, {}, text, problem="the frontmatter is not a mapping")
     # Agents write ``Status: Done`` as often as ``status: done``: keys are matched whatever their case.
