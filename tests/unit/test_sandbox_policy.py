@@ -212,3 +212,21 @@ def test_an_overlay_runs_steps_see_nothing_of_the_users_tree_but_the_objects_its
     (base.project / "home").mkdir()
     argv = bwrap.command("bwrap", lay.policy(tmp=tmp_path / "t", write=True), ["true"])
     assert "--tmpfs" not in argv[argv.index("/tmp") :]
+
+
+def test_protected_patterns_match_as_gitignore_does_whether_joined_or_one_at_a_time():
+    import pathspec
+
+    from loope.sandbox.layout import _matching
+
+    tracked = ["loope.toml", "pkg/loope.toml", "tests/a.py", "tests/sub/b.py", "tests/c.txt", "src/x.py",
+               "src", "docs/src/y.md", "check.sh", "a/check.sh", "x", "keep/x", ".loope/state.md", "srcx"]  # fmt: skip
+    for patterns in (
+        ["loope.toml", ".loope/**", "tests/*.py", "src/", "/check.sh"],
+        ["tests/**", "!tests/c.txt"],
+        ["*.py", "!src/*.py", "src/x.py"],
+        [],
+    ):
+        spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+        assert _matching("", tracked, patterns) == [p for p in tracked if spec.match_file(p)], patterns
+    assert _matching("pkg", ["pkg/loope.toml", "loope.toml"], ["loope.toml"]) == ["pkg/loope.toml"]

@@ -27,7 +27,7 @@ def run_sandbox(run: RunState, choice: Choice, guard: Guard) -> RunSandbox:
         run_dir=run.rundir.root,
         project=toplevel(spec.workdir) or spec.workdir,
         state_file=run.state_file,
-        tracked=[p for p in workspace.git.out("ls-files", "-z").split("\0") if p],
+        tracked=workspace.tracked_files(),
         protected_patterns=guard.protected_patterns,
         hide_project_but=overlay_needs(workspace.git_dir) if workspace.mode == WorkspaceMode.OVERLAY else None,
         isolation=_isolation(run),

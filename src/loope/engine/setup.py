@@ -181,7 +181,7 @@ def started_event(run: RunState, guard: Guard, agents: Agents, sandbox: Choice) 
     spec, record = run.spec, run.record
     warnings = []
     if spec.editable or spec.protect:
-        tracked = [p for p in run.workspace.git.out("ls-files", "-z").split("\0") if p]
+        tracked = run.workspace.tracked_files()
         warnings = [f"--editable/--protect {p!r} matches no file" for p in guard.patterns_matching_nothing(tracked)]
     if sandbox.warning:
         warnings.append(sandbox.warning)

@@ -306,7 +306,7 @@ class StepRunner:
         """The gate's environment: the user's, with pytest's config search kept inside the workspace."""
 
         if self._tracked is None:
-            self._tracked = [p for p in self.run.workspace.git.out("ls-files", "-z").split("\0") if p]
+            self._tracked = self.run.workspace.tracked_files()
         boundary = self.run.rundir / BOUNDARY_NAME
         ws = self.run.workspace
         addopts = pytest_addopts(ws.path, ws.git.work_tree, self._tracked, boundary)

@@ -10,10 +10,12 @@ dir) are read-only too: git status, diff and log work inside, git add and commit
 from __future__ import annotations
 
 import os
+import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from loope.sandbox.bwrap import Policy
 from loope.sandbox.isolation import Isolation
@@ -146,11 +148,25 @@ def _matching(prefix: str, tracked: Iterable[str], patterns: Iterable[str]) -> l
 
     spec = pathspec.GitIgnoreSpec.from_lines(list(patterns))
     lead = f"{prefix}/" if prefix else ""
-    found = []
-    for path in tracked:
-        if path.startswith(lead) and spec.match_file(path[len(lead) :]):
-            found.append(path)
-    return found
+    matches = _any_of(spec) or spec.match_file
+    if not lead:
+        return [path for path in tracked if matches(path)]
+    return [path for path in tracked if path.startswith(lead) and matches(path[len(lead) :])]
+
+
+def _any_of(spec: Any) -> Callable[[str], object] | None:
+    """One regex for every pattern of ``spec``: where none negates, a file is protected when any takes it.
+
+    It gives what ``spec.match_file`` gives, in a fraction of the time per file (a start runs it over
+    every tracked file: 20,000 of them cost a quarter of a second one pattern at a time). None where
+    a pattern negates (then which pattern comes last decides).
+    """
+    used = [p for p in spec.patterns if p.include is not None]
+    if not used or not all(p.include for p in used):
+        return None
+    # The patterns' named groups (which tell a directory's match from a file's) would clash once joined.
+    joined = "|".join(f"(?:{p.regex.pattern})" for p in used).replace("(?P<ps_d>", "(?:")
+    return re.compile(joined).match
 
 
 def named_paths(command: str, cwd: Path) -> list[Path]:

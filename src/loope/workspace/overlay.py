@@ -154,6 +154,8 @@ def fork(run_dir: Path, into: Path, git: Git, head: str) -> tuple[Path, Path]:
     git.run("worktree", "add", "-q", "-f", "--detach", "--no-checkout", str(tree), head)
     git_dir = Path(Git(tree).out("rev-parse", "--absolute-git-dir"))
     shutil.copyfile(git.git_dir / "index" if git.git_dir else git_dir / "index", git_dir / "index")
+    # Whole again: a split index's shared part is in the run's git dir, which the fork's does not look in.
+    git.with_env(GIT_INDEX_FILE=str(git_dir / "index")).run("update-index", "--no-split-index")
     mount(into)
     write_text(tree / ".git", f"gitdir: {git_dir}\n")
     return tree, git_dir

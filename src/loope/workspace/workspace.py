@@ -173,9 +173,9 @@ class Workspace:
         index = (run_dir / INDEX_FILE).absolute()
         shutil.copyfile(self.mirror, index)
         self.git = self.git.with_env(GIT_INDEX_FILE=str(index))
-        if self.mode == WorkspaceMode.WORKTREE:
+        if self.mode in (WorkspaceMode.WORKTREE, WorkspaceMode.OVERLAY):
             # Split: a step rewrites only the entries it changed, not the whole index (1.6 MB at 20,000
-            # files). Its shared part lives in the worktree's git dir: a copy of this index works only there.
+            # files). Its shared part lives in the (worktree's or shadow) git dir: a copy works only there.
             self.git.run("update-index", "--split-index")
         tracker = ChangeTracker(self.git, None)
         sub = self.path.resolve().relative_to(self.git.work_tree.resolve()).as_posix()
@@ -250,6 +250,10 @@ class Workspace:
         tracker.staged(paths)
         tracker.tracked.difference_update(gone)
         return bool(paths or gone)
+
+    def tracked_files(self) -> list[str]:
+        """Every file loope's index holds, from the top of the work tree, in git's order (no git call)."""
+        return sorted(self._changes().tracked)
 
     def head_tree(self) -> str:
         if self._head_tree is None:
