@@ -9,11 +9,17 @@
   sharing         four runs from one state: how many snapshots they made
 
 Usage: python benchmarks/overlay.py [--files 20000] [--small 2000] [--repeat 3] [--iterations 10]
+                                   [--only mounts,start,iterations,sharing]
+
+The load average is printed with the table: on a shared machine the floor (`git worktree add`,
+which writes every file) and loope's start (which writes almost nothing) suffer from load
+differently, so compare runs made under similar load.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -21,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from costs import ENV, LOOPE, Table, iteration_times, last_run, make_repo, median, ms, script, sh, timed
+from costs import ENV, LOOPE, Table, iteration_times, last_run, loope_package, make_repo, median, ms, script, sh, timed
 
 GATE_TEST = "import pathlib\n\n\ndef test_files():\n    assert len(list(pathlib.Path('.').glob('d*/f*.txt'))) > 0\n"
 EDIT_AGENT = '#!/bin/sh\necho "iteration $LOOPE_ITERATION $$" >> bench-notes.txt\necho done\n'
@@ -114,14 +120,15 @@ def bench_start(table: Table, repos: dict[int, Path], repeat: int) -> None:
 def bench_iterations(table: Table, repos: dict[int, Path], n: int, repeat: int) -> None:
     (small_files, small), (big_files, big) = sorted(repos.items())
     per: dict[int, list[float]] = {small_files: [], big_files: []}
-    for _ in range(repeat):
-        for files, repo in ((small_files, small), (big_files, big)):
+    for i in range(repeat):
+        order = ((small_files, small), (big_files, big))
+        for files, repo in order if i % 2 == 0 else order[::-1]:
             agent = script(repo.parent, "edit.sh", EDIT_AGENT)
             argv = [*LOOPE, "run", "bench", "--implementer", f"exec:{agent}", "--no-review", "--quiet"]
             timed(
                 [*argv, "--workspace", "overlay", "--max-iters", str(n), "--stall-after", str(n + 1)], repo, ok=(0, 1)
             )
-            per[files].append(median(iteration_times(last_run(repo))))
+            per[files] += iteration_times(last_run(repo))[1:]  # the first one warms the mount's caches
     s, b = median(per[small_files]), median(per[big_files])
     table.add(f"one overlay iteration, {big_files} vs {small_files} files", ms(b), ms(s), b / s, "≤ 1.1x")
 
@@ -136,23 +143,37 @@ def bench_sharing(table: Table, repo: Path) -> None:
     table.add("four runs from one state", f"{made} snapshot(s)", "1 snapshot", made / 1, "= 1")
 
 
+SECTIONS = ("mounts", "start", "iterations", "sharing")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=20_000)
     parser.add_argument("--small", type=int, default=2_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"some of {','.join(SECTIONS)}")
     args = parser.parse_args()
+    only = set(args.only.split(","))
     root = Path(tempfile.mkdtemp(prefix="loope-overlay-bench-"))
     table = Table()
     try:
         print(f"generating repositories of {args.files} and {args.small} files …", flush=True)
         repos = {args.small: make_repo(root, args.small), args.files: make_repo(root, args.files)}
-        bench_mounts(table, repos[args.files], root, args.files, args.repeat)
-        bench_start(table, repos, args.repeat)
-        bench_iterations(table, repos, args.iterations, args.repeat)
-        bench_sharing(table, repos[args.files])
+        # An installed package starts from compiled bytecode (pip compiles it); with PYTHONDONTWRITEBYTECODE
+        # set, an editable install would compile every module a start imports, every time.
+        sh([sys.executable, "-m", "compileall", "-q", str(Path(loope_package()).parent)], root)
+        before = os.getloadavg()[0]
+        if "mounts" in only:
+            bench_mounts(table, repos[args.files], root, args.files, args.repeat)
+        if "start" in only:
+            bench_start(table, repos, args.repeat)
+        if "iterations" in only:
+            bench_iterations(table, repos, args.iterations, args.repeat)
+        if "sharing" in only:
+            bench_sharing(table, repos[args.files])
         print("\n" + table.render())
+        print(f"\nload average (1 min) {before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
