@@ -19,7 +19,8 @@ import pytest
 
 from loope.workspace.changes import ChangeTracker
 from loope.workspace.git import Git
-from loope.workspace.snapshots import Store
+from loope.workspace.loopedir import ensure_loope_dir
+from loope.workspace.snapshots import EMPTY_TREE, Store
 from loope.workspace.upper import UpperFeed
 from tests.conftest import make_project
 from tests.helpers.tree_snapshot import snapshot
@@ -112,6 +113,19 @@ def test_the_state_is_read_without_writing_to_the_users_repository_and_layers_ho
     again = store.state(proj.path)
     assert again == state
     assert store.snapshot(again) == index
+    assert (state.head, state.head_tree) == (user.out("rev-parse", "HEAD"), user.out("rev-parse", "HEAD^{tree}"))
+
+
+def test_a_repository_with_no_commit_yet_has_a_state_over_the_empty_tree(tmp_path):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    Git(proj).run("init", "-q")
+    (proj / "first.txt").write_text("first\n")
+    store = Store(ensure_loope_dir(proj) / "snapshots")
+    state = store.state(proj)
+    assert (state.head, state.head_tree) == (None, EMPTY_TREE)
+    listed = Git(proj, store.git_dir).out("ls-tree", "--name-only", state.tree).splitlines()
+    assert listed == ["first.txt"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to become another user")

@@ -90,10 +90,15 @@ class Store:
     def state(self, top: Path) -> State:
         """The user's state as a tree, staged in a private copy of their index (theirs stays as it was)."""
         user = Git(top)
-        user_objects = Path(user.out("rev-parse", "--path-format=absolute", "--git-path", "objects"))
+        # One git process for what a start needs to know first (each costs milliseconds on a loaded machine).
+        # --revs-only: in a repository with no commit yet, HEAD is left out rather than an error.
+        lines = user.out(
+            "rev-parse", "--revs-only", "--path-format=absolute", "--git-path", "objects", "--git-path", "index",
+            "HEAD^{commit}", "HEAD^{tree}",
+        ).split("\n")  # fmt: skip
+        user_objects, real_index = Path(lines[0]), Path(lines[1])
+        head, head_tree = (lines[2], lines[3]) if len(lines) == 4 else (None, EMPTY_TREE)
         self._ensure_git(user_objects)
-        head = user.rev("HEAD")
-        real_index = Path(user.out("rev-parse", "--path-format=absolute", "--git-path", "index"))
         self.root.mkdir(parents=True, exist_ok=True)
         index = self.root / f".state-index-{secrets.token_hex(6)}"
         if real_index.exists():
@@ -112,7 +117,7 @@ class Store:
         finally:
             index.unlink(missing_ok=True)
             Path(f"{index}.lock").unlink(missing_ok=True)
-        return State(head, user.tree_of(head) if head else EMPTY_TREE, tree)
+        return State(head, head_tree, tree)
 
     # -- materializing ------------------------------------------------------------------------
 
