@@ -27,12 +27,11 @@ class Isolation:
     hide: tuple[Path, ...]
     """Covered by an empty file system: loope's directory, the repository's worktrees admin dir."""
     git: tuple[Path, ...]
-    """Bound back read-only: the candidate's own git dir, and the run's shadow git when it is hidden."""
+    """Bound back read-only: the candidate's own git dir and object store, and the run's shadow git if hidden."""
     run_files: tuple[str, ...]
     """The run dir's files every candidate's steps may read (they change only between rounds)."""
     suffix: str
     """How the candidate's step dirs end (``-c2``)."""
-
     objects_info: tuple[Path, Path] | None = None
     """(source, target): the candidate's own ``objects/info`` shown over the repository's, so that
     its steps find the objects it committed (kept out of the shared store while the round runs)."""
