@@ -8,9 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loope.errors import LoopeError
-from loope.records import state_file
 from loope.records.rundir import RUNS, RunDir, state_file_of
-from loope.records.runview import activity, read_view, selection_summary
 from loope.runners import effective_status, runner_alive, runner_pid
 from loope.text import local_clock
 from loope.workspace.loopedir import outside_view
@@ -42,6 +40,10 @@ def open_store(workdir: Path) -> Any:
 
 def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     """What ``status`` reports about one run: the record, the runner, the state file."""
+    # The run view's classes and the state file's parser load here: `loope status` with no run
+    # running needs neither.
+    from loope.records import state_file
+    from loope.records.runview import activity, read_view, selection_summary
 
     rundir = RunDir(workdir / RUNS / run_id)
     record = rundir.read_json("run.json")
