@@ -6,7 +6,8 @@ applies to the step's process (``run_process(confine=...)``):
 - with bubblewrap (``--sandbox auto`` where it works, or ``on``), the process runs in a mount and
   PID namespace of its own with the policy of ``layout.py``;
 - with or without it, the step gets a private TMPDIR, and when its process ends (or times out, or
-  is stopped) everything it started is killed: the PID namespace, a cgroup, a marker (``reap.py``).
+  is stopped) everything it started is killed: in the box by its PID namespace, outside it through a
+  cgroup and a marker (``reap.py``).
 """
 
 from __future__ import annotations
@@ -82,15 +83,18 @@ class StepBox:
         self._borrowed_tmp: Path | None = None
         self.token = reap.new_token()
         self.cgroup: reap.StepCgroup | None = None
+        self._killed = False
 
     @property
     def sandboxed(self) -> bool:
         return self.binary is not None
 
     def enter(self, argv: tuple[str, ...], env: dict[str, str]) -> tuple[tuple[str, ...], dict[str, str]]:
+        self._killed = False
         self._borrowed_tmp = self.tmp_of.tmp if self.tmp_of is not None else None
         self.tmp = self._borrowed_tmp or Path(tempfile.mkdtemp(prefix="loope-step-"))
         env = {**env, reap.TOKEN_VAR: self.token}
+        base = reap.step_base()  # once per process: what dead runners left there is swept first
         if self.binary is not None and self.layout is not None:
             policy = self.layout.policy(
                 tmp=self.tmp,
@@ -103,9 +107,8 @@ class StepBox:
             )
             argv = tuple(bwrap.command(self.binary, policy, argv))
             env["TMPDIR"] = "/tmp"
-        else:
-            env["TMPDIR"] = str(self.tmp)
-        base = reap.step_base()
+            return argv, env  # its PID namespace ends every process in it: no cgroup (and no shell to join one)
+        env["TMPDIR"] = str(self.tmp)
         if base is not None:
             with contextlib.suppress(OSError):
                 self.cgroup = reap.StepCgroup(base, self.token)
@@ -114,6 +117,7 @@ class StepBox:
         return argv, env
 
     def kill(self) -> None:
+        self._killed = True
         if self.cgroup is not None:
             self.cgroup.kill()
         if not self.sandboxed:
@@ -123,7 +127,8 @@ class StepBox:
             reap.kill_marked(self.token)
 
     def close(self) -> None:
-        self.kill()
+        if not self._killed:  # once the process ended (``run_process`` kills at once), not again
+            self.kill()
         if self.cgroup is not None:
             self.cgroup.remove()
         if self.tmp is not None and self.tmp is not self._borrowed_tmp:

@@ -192,6 +192,8 @@ class StepCgroup:
         return ("/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs"))
 
     def kill(self) -> None:
+        if not self._members():
+            return  # the usual end: nothing outlived the step's process
         with contextlib.suppress(OSError):
             (self.path / "cgroup.kill").write_text("1")
         for _ in range(_SWEEPS * 4):
