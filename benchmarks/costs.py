@@ -273,11 +273,15 @@ def bench_startup(table: Table, big: Path, samples: int) -> None:
     for name in missing:
         print(f"  `loope {name}`: no such command here; skipped", flush=True)
         del commands[name], found[name]
+    click_alone: list[float] = []  # the CLI library every command loads: what no command can start under
     for _ in range(samples):
         bare.append(timed([sys.executable, "-c", "pass"], big))
+        click_alone.append(timed([sys.executable, "-c", "import click"], big))
         for name, args in commands.items():
             found[name].append(timed([*LOOPE, *args], big, ok=(0, 1, 2), env=bare_env))
     b = median(bare)
+    c = median(click_alone)
+    table.add("`python -c 'import click'` (for reference)", ms(c), f"`python -c pass` {ms(b)}", c / b, "-")
     for name in commands:
         t = median(found[name])
         table.add(f"`loope {name}` start", ms(t), f"`python -c pass` {ms(b)}", t / b, "≤ 4x")
