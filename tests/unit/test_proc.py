@@ -76,6 +76,33 @@ def test_output_streams_to_files_and_callbacks_with_a_bounded_tail(tmp_path: Pat
     assert len(tail) < 1000
 
 
+def test_more_input_and_output_than_a_pipe_holds_flow_both_ways_at_once(tmp_path: Path) -> None:
+    data = b"".join(b"line %d of what the process is given\n" % i for i in range(40_000))  # ~1.4 MB
+    echo = "while chunk := sys.stdin.buffer.read1(4096): sys.stdout.buffer.write(chunk); sys.stdout.flush()"
+    result = run_process(script(tmp_path, echo), cwd=tmp_path, stdin=data, capture=True, timeout=60)
+    assert (result.exit_code, result.stdout) == (0, data)
+
+
+def test_a_process_that_never_reads_its_input_still_ends(tmp_path: Path) -> None:
+    result = run_process(script(tmp_path, "print('ignored my input')"), cwd=tmp_path, stdin=b"x" * 4_000_000)
+    assert (result.exit_code, result.stdout_tail) == (0, "ignored my input")
+
+
+def test_output_is_read_on_the_callers_own_thread(tmp_path: Path) -> None:
+    seen: set[str] = set()
+    before = threading.active_count()
+    result = run_process(
+        script(tmp_path, "print('a'); print('b', file=sys.stderr)"),
+        cwd=tmp_path,
+        stdin="input",
+        on_stdout_line=lambda _: seen.add(threading.current_thread().name),
+        on_stderr_line=lambda _: seen.add(threading.current_thread().name),
+    )
+    assert result.exit_code == 0
+    assert seen == {threading.current_thread().name}
+    assert threading.active_count() == before
+
+
 def test_merged_stderr_is_interleaved_into_stdout(tmp_path: Path) -> None:
     argv = script(tmp_path, "print('a', flush=True); print('b', file=sys.stderr, flush=True); print('c')")
     result = run_process(argv, cwd=tmp_path, stdout_path=tmp_path / "all.log", merge_stderr=True)
