@@ -41,7 +41,8 @@ class GitDirGuard:
 
     root: Path
     own: tuple[str, ...] = ()
-    """Paths (relative to ``root``) that are this run's: loope changes them, the guard does not."""
+    """Paths (relative to ``root``) that are this run's: loope changes them, the guard does not (``x*``: every
+    name starting with ``x``)."""
     strict: tuple[str, ...] = ()
     """Paths among other runs' refs that are always put back: this run's branch, which loope moves only
     once the run ends (an agent's commit there would be merged with the run's)."""
@@ -52,7 +53,10 @@ class GitDirGuard:
     """The last scan: a file whose signature has not changed since is not read again."""
 
     def _owned(self, rel: str) -> bool:
-        return any(rel == own or rel.startswith(f"{own}/") for own in self.own)
+        return any(
+            rel == own or rel.startswith(f"{own}/") or (own.endswith("*") and rel.startswith(own[:-1]))
+            for own in self.own
+        )
 
     def _others(self, rel: str) -> bool:
         """Another run's branch or ref (moved by that run, so left alone unless it was deleted)."""
@@ -172,8 +176,9 @@ def watched_git_dirs(
         if safefs.is_real_dir(dot_git):
             found.append((".git", GitDirGuard(dot_git)))
     if git_dir is not None:
-        # loope's own shadow repository: its branch, index and logs move with every commit loope makes.
-        shadow = ("index", "refs/heads", "logs", "ORIG_HEAD", "COMMIT_EDITMSG", *mine)
+        # loope's own shadow repository: its branch, index and logs move with every commit loope makes
+        # (its index is split: git writes a new shared part now and then, named by its own hash).
+        shadow = ("index", "sharedindex.*", "refs/heads", "logs", "ORIG_HEAD", "COMMIT_EDITMSG", *mine)
         found.append((git_dir.name, GitDirGuard(git_dir, shadow)))
     return found
 
