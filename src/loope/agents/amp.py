@@ -46,6 +46,7 @@ class AmpAgent(StreamAgent[StreamSession]):
     usage_from_lines = "always"  # amp's result line carries no token counts
     name = "amp"
     home_state = (".config/amp", ".local/share/amp", ".cache/amp")
+    home_config = ("settings.json", "AGENTS.md")
     product = "Amp"
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="amp",

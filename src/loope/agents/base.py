@@ -162,6 +162,8 @@ class AgentResult:
     """The failure is transient or a usage limit: trying again later may succeed."""
     attempts: int = 1
     """How many times the step was tried (retries after transient failures and limits included)."""
+    undone: tuple[str, ...] = ()
+    """What the step changed that loope put back on its own (the CLI's configuration files), a line each."""
 
 
 class Agent(Protocol):

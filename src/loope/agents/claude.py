@@ -53,6 +53,7 @@ class ClaudeAgent(StreamAgent[StreamSession]):
     home_env = ("CLAUDE_CONFIG_DIR",)
     home_state = (".claude", ".claude.json", ".cache/claude")
     session_state = ("projects", "todos", "shell-snapshots")
+    home_config = ("settings.json", "settings.local.json", "CLAUDE.md")
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="claude",
         binary="claude",

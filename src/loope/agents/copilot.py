@@ -54,6 +54,7 @@ class CopilotAgent(StreamAgent[CopilotSession]):
     product = "GitHub Copilot CLI"
     home_env = ("COPILOT_HOME",)
     home_state = (".copilot", ".cache/copilot")
+    home_config = ("config.json", "mcp-config.json")
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="copilot",
         binary="copilot",

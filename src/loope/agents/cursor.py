@@ -41,6 +41,7 @@ class CursorAgent(StreamAgent[StreamSession]):
     product = "Cursor's cursor-agent"
     home_env = ("CURSOR_CONFIG_DIR",)
     home_state = (".cursor", ".config/cursor", ".cache/cursor")
+    home_config = ("cli-config.json", "mcp.json")
     alternate_binaries = ("agent",)
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="cursor",

@@ -43,6 +43,7 @@ class GooseAgent(StreamAgent[StreamSession]):
     product = "goose"
     home_env = ("GOOSE_PATH_ROOT",)
     home_state = (".config/goose", ".local/share/goose", ".local/state/goose")
+    home_config = ("config.yaml", ".goosehints")
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="goose",
         binary="goose",

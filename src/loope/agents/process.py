@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
+from loope.agents.config_seal import ConfigSeal
 from loope.agents.failure import explain
 from loope.agents.message import MessageText, bounded
 from loope.agents.pricing import estimate
@@ -79,6 +80,9 @@ class ProcessAgent(Generic[S]):
     session_state: ClassVar[tuple[str, ...]] = ()
     """Where in its state dir (the first of ``home_state``, or ``home_env``'s) the CLI keeps each session's
     transcript: private to each step of a race candidate, so that no candidate reads another's."""
+    home_config: ClassVar[tuple[str, ...]] = ()
+    """Files in that state dir the CLI follows in every later session (hooks, MCP servers, memory):
+    whatever a step changes there is put back (``config_seal``)."""
     alternate_binaries: ClassVar[tuple[str, ...]] = ()
     """Other names the CLI is installed under (cursor: ``cursor-agent`` or ``agent``)."""
 
@@ -197,8 +201,9 @@ class ProcessAgent(Generic[S]):
             write=request.mode == "write",
             state=self.state_paths(env),
             visible=self.visible_paths(request),
-            private=session_paths(env, self.home_env, self.home_state, self.session_state),
+            private=state_dir_files(env, self.home_env, self.home_state, self.session_state),
         )
+        seal = ConfigSeal(state_dir_files(env, self.home_env, self.home_state, self.home_config), self.label)
         proc = run_process(
             argv,
             cwd=request.workspace,
@@ -212,8 +217,9 @@ class ProcessAgent(Generic[S]):
             on_spawn=request.on_spawn,
             confine=box,
         )
+        undone = seal.restore()
         report(self.finish(proc, session))
-        return self._result(proc, session, request)
+        return replace(self._result(proc, session, request), undone=tuple(undone))
 
     def state_paths(self, env: Mapping[str, str]) -> list[Path]:
         """Where the CLI keeps its own state for this step: ``home_state`` under HOME, and ``home_env``'s dirs."""
@@ -301,12 +307,12 @@ class ProcessAgent(Generic[S]):
         return estimated, True
 
 
-def session_paths(
-    env: Mapping[str, str], home_env: Sequence[str], home_state: Sequence[str], sessions: Sequence[str]
+def state_dir_files(
+    env: Mapping[str, str], home_env: Sequence[str], home_state: Sequence[str], names: Sequence[str]
 ) -> list[Path]:
-    """The session dirs (``sessions``, in the CLI's state dir) for the environment ``env``."""
-    if not sessions or not home_state:
+    """``names`` (session dirs, configuration files) in the CLI's state dir for the environment ``env``."""
+    if not names or not home_state:
         return []
     named = next((Path(env[v]) for v in home_env if env.get(v)), None)
     base = named or Path(env.get("HOME") or Path.home()) / home_state[0]
-    return [base / rel for rel in sessions]
+    return [base / rel for rel in names]

@@ -74,7 +74,7 @@ class StepRunner:
         """
         role, iteration = Role(step.record.role), step.record.iteration
         violations, kept = self.guard.enforce()
-        violations += blamed or []
+        violations += [*(blamed or []), *step.result.undone]
         if mode_for(role) == "write":
             old = self.run.workspace.head
             message = commit_message(step.result.message, f"iteration {iteration}: {role} {agent.label}")
@@ -113,7 +113,7 @@ class StepRunner:
                 step.verdict = parse_verdict(step.result.message)
                 step.record.verdict = step.verdict.value
                 step.record.verdict_inferred = step.verdict.inferred
-            self._finish(step, violations if index == 0 else [])
+            self._finish(step, [*(violations if index == 0 else []), *step.result.undone])
         return steps
 
     def invoke(
@@ -220,7 +220,6 @@ class StepRunner:
 
     def _record_quietly(self, record: StepRecord) -> None:
         """Record a step cut short; a disk too full to save it now leaves it for the run's last save."""
-
         with unless_disk_full():
             self.run.add_step(record)
         self.run.bus.emit(AgentStepFinished(**finished_fields(record), verdict=None, verdict_inferred=False))
@@ -255,10 +254,8 @@ class StepRunner:
             if result.timed_out:
                 raise Halt(StopReason.TIMED_OUT, f"{who} {result.error}")
             if result.cancelled:
-                raise Halt(
-                    StopReason.STOPPED,
-                    (result.setback and result.error) or "stop requested; the step in flight was killed",
-                )
+                why = (result.setback and result.error) or "stop requested; the step in flight was killed"
+                raise Halt(StopReason.STOPPED, why)
             if result.setback and result.setback.kind == "limit":
                 raise Halt(StopReason.USAGE_LIMITED, limit_detail(who, result))
             raise Halt(StopReason.STEP_FAILED, f"{who}: {result.error}")

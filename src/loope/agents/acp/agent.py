@@ -17,6 +17,7 @@ import re
 import shlex
 import shutil
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -25,10 +26,11 @@ from loope.agents.base import AdapterInfo, AgentRequest, AgentResult
 from loope.agents.claude import ClaudeAgent
 from loope.agents.claude import sandbox_env as claude_sandbox_env
 from loope.agents.codex import CodexAgent
+from loope.agents.config_seal import ConfigSeal
 from loope.agents.failure import explain
 from loope.agents.gemini import GeminiAgent
 from loope.agents.pricing import estimate
-from loope.agents.process import session_paths
+from loope.agents.process import state_dir_files
 from loope.agents.setback import from_text
 from loope.records.atomic import write_text
 
@@ -57,6 +59,8 @@ class AcpAgent:
     """Its state under HOME (``.claude``), writable inside the sandbox."""
     session_state: ClassVar[tuple[str, ...]] = ()
     """Its session transcripts in that state dir: private to each step of a race candidate."""
+    home_config: ClassVar[tuple[str, ...]] = ()
+    """Its configuration files in that state dir: put back after each step, as for its CLI's adapter."""
 
     def __init__(self, command: str | None = None, *, options: Mapping[str, Any] | None = None) -> None:
         self.command = command
@@ -132,10 +136,11 @@ class AcpAgent:
         home = Path(env.get("HOME") or Path.home())
         state = [home / rel for rel in self.home_state] + [Path(env[v]) for v in self.home_env if env.get(v)]
         visible = named_paths(shlex.join(argv), request.workspace) if request.sandboxed else []
-        private = session_paths(env, self.home_env, self.home_state, self.session_state)
+        private = state_dir_files(env, self.home_env, self.home_state, self.session_state)
         box = request.sandbox.agent(write=request.mode == "write", state=state, visible=visible, private=private)
+        seal = ConfigSeal(state_dir_files(env, self.home_env, self.home_state, self.home_config), self.label)
         outcome = asyncio.run(drive(argv, env, request, client_version=__version__, box=box))
-        return self._result(outcome, request)
+        return replace(self._result(outcome, request), undone=tuple(seal.restore()))
 
     def _result(self, outcome: Any, request: AgentRequest) -> AgentResult:
         seen = outcome.client.seen if outcome.client is not None else None
@@ -195,6 +200,7 @@ class ClaudeAcpAgent(_Preset):
     home_env = ClaudeAgent.home_env
     home_state = ClaudeAgent.home_state
     session_state = ClaudeAgent.session_state
+    home_config = ClaudeAgent.home_config
     info = AdapterInfo(
         name="claude-acp",
         binary="claude-agent-acp",
@@ -218,6 +224,7 @@ class CodexAcpAgent(_Preset):
     home_env = CodexAgent.home_env
     home_state = CodexAgent.home_state
     session_state = CodexAgent.session_state
+    home_config = CodexAgent.home_config
     info = AdapterInfo(
         name="codex-acp",
         binary="codex-acp",
@@ -242,6 +249,7 @@ class GeminiAcpAgent(_Preset):
     name = "gemini-acp"
     home_env = GeminiAgent.home_env
     home_state = GeminiAgent.home_state
+    home_config = GeminiAgent.home_config
     launch = ("--experimental-acp",)
     info = AdapterInfo(
         name="gemini-acp",

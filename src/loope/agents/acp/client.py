@@ -273,9 +273,8 @@ class LoopeClient:
         argv = [command, *(args or [])]
         self.report(AgentEvent.act("command", " ".join(argv)))
         extra = {var.name: var.value for var in env or []}
-        return CreateTerminalResponse(
-            terminal_id=self.terminals.start(argv, self.workspace / where, extra, output_byte_limit)
-        )
+        terminal = self.terminals.start(argv, self.workspace / where, extra, output_byte_limit)
+        return CreateTerminalResponse(terminal_id=terminal)
 
     async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> TerminalOutputResponse:
         return self.terminals.get(terminal_id).output()
@@ -336,9 +335,8 @@ class Terminal:
         except FileNotFoundError:
             size, data = 0, b""
         status = self.exit_status(self.result) if self.result is not None else None
-        return TerminalOutputResponse(
-            output=data.decode("utf-8", "replace"), truncated=size > self.limit, exit_status=status
-        )
+        text = data.decode("utf-8", "replace")
+        return TerminalOutputResponse(output=text, truncated=size > self.limit, exit_status=status)
 
     @staticmethod
     def exit_status(result: ProcResult | None) -> TerminalExitStatus:
@@ -367,16 +365,11 @@ class Terminals:
         confine = self.box(cwd) if self.box is not None else None
 
         def run() -> None:
+            log, cancel = terminal.log, terminal.cancel
             terminal.result = run_process(
-                argv,
-                cwd=cwd,
-                env=full_env,
-                stdout_path=terminal.log,
-                merge_stderr=True,
-                cancel=terminal.cancel,
-                term_grace_s=2.0,
+                argv, cwd=cwd, env=full_env, stdout_path=log, merge_stderr=True, cancel=cancel, term_grace_s=2.0,
                 confine=confine,
-            )
+            )  # fmt: skip
 
         terminal.thread = threading.Thread(target=run, name=f"loope-acp-{terminal_id}", daemon=True)
         terminal.thread.start()
