@@ -214,6 +214,7 @@ def _supervise(
         outcome = _wait(pump, timeout, cancel, started, grace_s)
     except BaseException:
         _terminate(pump, 1.0)
+        _signal_group(proc.pid, signal.SIGKILL)  # what it started while it was being ended
         if confine is not None:
             confine.kill()
         pump.drain(ABORT_DRAIN_S)  # let the output reach its files before they are closed
