@@ -40,6 +40,14 @@ _SUBTYPE_ERRORS = {
     "error_max_budget_usd": "stopped by its spending cap (--max-budget-usd, the run's remaining --max-cost)",
     "error_max_turns": "stopped at its turn limit (--max-turns)",
 }
+_PROJECT_CONFIG = (
+    "mcpServers",
+    "enabledMcpjsonServers",
+    "enableAllProjectMcpServers",
+    "allowedTools",
+    "hasTrustDialogAccepted",
+)
+"""What ``~/.claude.json`` holds for each project that is configuration, not state: put back after each step."""
 # claude rejects a cap of 0; the engine never starts a step with nothing left, this is a floor for rounding.
 _MIN_BUDGET_USD = 1e-6
 
@@ -54,6 +62,9 @@ class ClaudeAgent(StreamAgent[StreamSession]):
     home_state = (".claude", ".claude.json", ".cache/claude")
     session_state = ("projects", "todos", "shell-snapshots")
     home_config = ("settings.json", "settings.local.json", "CLAUDE.md")
+    home_config_keys = (  # MCP servers of every session, and what each project allows and trusts
+        (".claude.json", ("mcpServers", *(f"projects.*.{key}" for key in _PROJECT_CONFIG))),
+    )
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="claude",
         binary="claude",

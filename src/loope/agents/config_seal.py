@@ -5,7 +5,9 @@ Some files there are not state but instructions the CLI follows in every later s
 user's own included, outside any sandbox: hooks and MCP servers in ``~/.claude/settings.json``,
 ``notify`` and MCP servers in ``~/.codex/config.toml``, memory files such as ``CLAUDE.md``. A step
 that plants one there would run code on the user's machine later. So each adapter names those
-files (``home_config``); what a step changed in them is undone when its process ends, and said.
+files (``home_config``), and the keys of state files it rewrites itself that hold such instructions
+(``home_config_keys``: ``mcpServers`` in ``~/.claude.json``); what a step changed there is undone
+when its process ends, and said.
 
 Nothing is followed: a link stays a link (the file it names, the user's, is put back through it
 only when the link itself is unchanged), and whatever a step put in a file's place goes.
@@ -14,11 +16,13 @@ only when the link itself is unchanged), and whatever a step put in a file's pla
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar, Protocol
 
 from loope.workspace import safefs
 
@@ -49,15 +53,16 @@ def _look(path: Path) -> _Seen:
 
 
 class ConfigSeal:
-    """The configuration files of one step's CLI, as they were when it started."""
+    """The configuration of one step's CLI as it was when the step started: whole files, and keys of others."""
 
-    def __init__(self, paths: Iterable[Path], label: str) -> None:
+    def __init__(self, paths: Iterable[Path], label: str, keyed: Iterable[tuple[Path, Iterable[str]]] = ()) -> None:
         self.label = label
         self.before = {path: _look(path) for path in paths}
+        self.keyed = [KeySeal(path, keys, label) for path, keys in keyed]
 
     def restore(self) -> list[str]:
-        """Put back each file the step changed; a line for each."""
-        found = []
+        """Put back each file (and key) the step changed; a line for each."""
+        found = [line for seal in self.keyed for line in seal.restore()]
         for path, before in self.before.items():
             now = _look(path)
             if now == before:
@@ -80,3 +85,111 @@ def _put_back(path: Path, before: _Seen, now: _Seen) -> None:
         os.symlink(before.link, path)
     elif before.present and before.data is not None:
         safefs.write_bytes(parent, name, before.data, mode=before.mode)
+
+
+_MISSING = object()
+
+
+class KeySeal:
+    """Some keys of a JSON state file the CLI rewrites itself (``~/.claude.json``): those keys are put back.
+
+    ``keys`` are dotted paths; ``*`` stands for every key of an object (``projects.*.mcpServers``).
+    The rest of the file is the CLI's to write, during the step and after.
+    """
+
+    def __init__(self, path: Path, keys: Iterable[str], label: str) -> None:
+        self.path, self.label = path, label
+        self.keys = [tuple(k.split(".")) for k in keys]
+        self.before = self._picked()
+
+    def _picked(self) -> dict[tuple[str, ...], object] | None:
+        data = safefs.read_bytes(self.path.parent, self.path.name)
+        if data is None:
+            return {}
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            return None
+        found: dict[tuple[str, ...], object] = {}
+        for key in self.keys:
+            _pick(doc, key, (), found)
+        return found
+
+    def restore(self) -> list[str]:
+        now = self._picked()
+        if now == self.before or self.before is None:
+            return []
+        data = safefs.read_bytes(self.path.parent, self.path.name)
+        try:
+            doc = json.loads(data) if data is not None else {}
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            return [f"{self.path} is no longer JSON; left as it is"]
+        now = now or {}
+        changed = sorted(k for k in {*self.before, *now} if now.get(k, _MISSING) != self.before.get(k, _MISSING))
+        for key in changed:
+            _put(doc, key, self.before.get(key, _MISSING))
+        mode = stat.S_IMODE(os.lstat(self.path).st_mode)
+        safefs.write_bytes(self.path.parent, self.path.name, json.dumps(doc, indent=2).encode(), mode=mode)
+        names = ", ".join(".".join(k) for k in changed[:3]) + (
+            f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        )
+        return [f"{self.path} ({names}) is {self.label}'s own configuration, not the step's to change; it was put back"]
+
+
+def _pick(node: object, key: tuple[str, ...], at: tuple[str, ...], found: dict[tuple[str, ...], object]) -> None:
+    if not key:
+        found[at] = node
+        return
+    if not isinstance(node, dict):
+        return
+    head, rest = key[0], key[1:]
+    for name in list(node) if head == "*" else [head]:
+        if name in node:
+            _pick(node[name], rest, (*at, name), found)
+
+
+def _put(doc: dict[str, object], key: tuple[str, ...], value: object) -> None:
+    node: object = doc
+    for name in key[:-1]:
+        if not isinstance(node, dict):
+            return
+        node = node.setdefault(name, {}) if value is not _MISSING else node.get(name)
+    if not isinstance(node, dict):
+        return
+    if value is _MISSING:
+        node.pop(key[-1], None)
+    else:
+        node[key[-1]] = value
+
+
+def state_dir_files(
+    env: Mapping[str, str], home_env: Sequence[str], home_state: Sequence[str], names: Sequence[str]
+) -> list[Path]:
+    """``names`` (session dirs, configuration files) in the CLI's state dir for the environment ``env``."""
+    if not names or not home_state:
+        return []
+    named = next((Path(env[v]) for v in home_env if env.get(v)), None)
+    base = named or Path(env.get("HOME") or Path.home()) / home_state[0]
+    return [base / rel for rel in names]
+
+
+class StateDirs(Protocol):
+    """Where an adapter's CLI keeps its state, and which of it is configuration."""
+
+    home_env: ClassVar[tuple[str, ...]]
+    home_state: ClassVar[tuple[str, ...]]
+    home_config: ClassVar[tuple[str, ...]]
+    home_config_keys: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]]
+
+    @property
+    def label(self) -> str: ...
+
+
+def seal_for(env: Mapping[str, str], cli: StateDirs) -> ConfigSeal:
+    """What a step of ``cli`` may not change of its configuration, as it is now (``env``: the step's)."""
+    files = state_dir_files(env, cli.home_env, cli.home_state, cli.home_config)
+    named = next((Path(env[v]) for v in cli.home_env if env.get(v)), None)
+    base = named or Path(env.get("HOME") or Path.home())
+    return ConfigSeal(files, cli.label, [(base / rel, keys) for rel, keys in cli.home_config_keys])

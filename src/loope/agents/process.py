@@ -11,13 +11,13 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
-from loope.agents.config_seal import ConfigSeal
+from loope.agents.config_seal import seal_for, state_dir_files
 from loope.agents.failure import explain
 from loope.agents.message import MessageText, bounded
 from loope.agents.pricing import estimate
@@ -83,6 +83,8 @@ class ProcessAgent(Generic[S]):
     home_config: ClassVar[tuple[str, ...]] = ()
     """Files in that state dir the CLI follows in every later session (hooks, MCP servers, memory):
     whatever a step changes there is put back (``config_seal``)."""
+    home_config_keys: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
+    """Keys of state files the CLI rewrites itself (under HOME, or ``home_env``'s dir) that are configuration too."""
     alternate_binaries: ClassVar[tuple[str, ...]] = ()
     """Other names the CLI is installed under (cursor: ``cursor-agent`` or ``agent``)."""
 
@@ -203,7 +205,7 @@ class ProcessAgent(Generic[S]):
             visible=self.visible_paths(request),
             private=state_dir_files(env, self.home_env, self.home_state, self.session_state),
         )
-        seal = ConfigSeal(state_dir_files(env, self.home_env, self.home_state, self.home_config), self.label)
+        seal = seal_for(env, self)
         proc = run_process(
             argv,
             cwd=request.workspace,
@@ -305,14 +307,3 @@ class ProcessAgent(Generic[S]):
         if estimated is None:
             return 0.0, False
         return estimated, True
-
-
-def state_dir_files(
-    env: Mapping[str, str], home_env: Sequence[str], home_state: Sequence[str], names: Sequence[str]
-) -> list[Path]:
-    """``names`` (session dirs, configuration files) in the CLI's state dir for the environment ``env``."""
-    if not names or not home_state:
-        return []
-    named = next((Path(env[v]) for v in home_env if env.get(v)), None)
-    base = named or Path(env.get("HOME") or Path.home()) / home_state[0]
-    return [base / rel for rel in names]

@@ -26,11 +26,10 @@ from loope.agents.base import AdapterInfo, AgentRequest, AgentResult
 from loope.agents.claude import ClaudeAgent
 from loope.agents.claude import sandbox_env as claude_sandbox_env
 from loope.agents.codex import CodexAgent
-from loope.agents.config_seal import ConfigSeal
+from loope.agents.config_seal import seal_for, state_dir_files
 from loope.agents.failure import explain
 from loope.agents.gemini import GeminiAgent
 from loope.agents.pricing import estimate
-from loope.agents.process import state_dir_files
 from loope.agents.setback import from_text
 from loope.records.atomic import write_text
 
@@ -61,6 +60,8 @@ class AcpAgent:
     """Its session transcripts in that state dir: private to each step of a race candidate."""
     home_config: ClassVar[tuple[str, ...]] = ()
     """Its configuration files in that state dir: put back after each step, as for its CLI's adapter."""
+    home_config_keys: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
+    """Configuration keys of state files it rewrites itself (``mcpServers`` in ``~/.claude.json``)."""
 
     def __init__(self, command: str | None = None, *, options: Mapping[str, Any] | None = None) -> None:
         self.command = command
@@ -138,7 +139,7 @@ class AcpAgent:
         visible = named_paths(shlex.join(argv), request.workspace) if request.sandboxed else []
         private = state_dir_files(env, self.home_env, self.home_state, self.session_state)
         box = request.sandbox.agent(write=request.mode == "write", state=state, visible=visible, private=private)
-        seal = ConfigSeal(state_dir_files(env, self.home_env, self.home_state, self.home_config), self.label)
+        seal = seal_for(env, self)
         outcome = asyncio.run(drive(argv, env, request, client_version=__version__, box=box))
         return replace(self._result(outcome, request), undone=tuple(seal.restore()))
 
@@ -201,6 +202,7 @@ class ClaudeAcpAgent(_Preset):
     home_state = ClaudeAgent.home_state
     session_state = ClaudeAgent.session_state
     home_config = ClaudeAgent.home_config
+    home_config_keys = ClaudeAgent.home_config_keys
     info = AdapterInfo(
         name="claude-acp",
         binary="claude-agent-acp",
