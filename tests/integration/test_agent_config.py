@@ -3,7 +3,8 @@
 A step may write claude's state dir (its sessions, ``~/.claude.json``), sandbox or not. Its hooks,
 settings and memory files there are followed by every later claude session, the user's own
 outside any sandbox: a hook planted there runs on the user's machine the next time they use
-claude. Each such change is put back when the step ends, and said in the step's violations.
+claude. Inside the sandbox those that exist are read-only; any change to them (or to the MCP
+servers in ``~/.claude.json``) is put back when the step ends, and said in the step's violations.
 
 The ``claude`` here is a program of the test's (``LOOPE_CLAUDE_BIN``) that attacks those files
 and reports in Claude Code's stream-json; HOME is the test's.
@@ -104,9 +105,13 @@ def test_hooks_memory_and_a_link_planted_in_claudes_config_are_put_back(project,
     [step] = [s for s in project.run_json()["steps"] if s["role"] == "implementer"]
     undone = [v for v in step["violations"] if "claude's own configuration" in v]
     names = sorted(Path(v.split(" is ")[0].split(" (")[0]).name for v in undone)
-    assert names == [".claude.json", "CLAUDE.md", "settings.json", "settings.local.json"]
+    # In the sandbox the files that exist are read-only: the writes to them fail, and nothing is put back.
+    files = [] if sandbox == "on" else ["settings.json", "settings.local.json"]
+    assert names == [".claude.json", "CLAUDE.md", *files]
     assert any("(mcpServers, projects./elsewhere.hasTrustDialogAccepted)" in v for v in undone)
-    assert "settings.json is claude's own configuration" in result.out
+    assert "CLAUDE.md is claude's own configuration" in result.out
+    stderr = (project.runs()[0] / step["dir"] / "stderr.log").read_text()
+    assert ("Read-only file system" in stderr) == (sandbox == "on")
 
 
 def test_the_file_a_users_linked_settings_name_is_put_back_and_the_link_kept(project, cli, monkeypatch):

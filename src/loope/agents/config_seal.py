@@ -60,6 +60,11 @@ class ConfigSeal:
         self.before = {path: _look(path) for path in paths}
         self.keyed = [KeySeal(path, keys, label) for path, keys in keyed]
 
+    @property
+    def files(self) -> list[Path]:
+        """The configuration files there now (a sandboxed step sees them read-only)."""
+        return [path for path, seen in self.before.items() if seen.present and seen.link is None]
+
     def restore(self) -> list[str]:
         """Put back each file (and key) the step changed; a line for each."""
         found = [line for seal in self.keyed for line in seal.restore()]

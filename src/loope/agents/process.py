@@ -199,13 +199,13 @@ class ProcessAgent(Generic[S]):
         problem = self.runtime_problem(request, env)
         if problem:
             return AgentResult(ok=False, message="", error=problem)
+        seal = seal_for(env, self)
         box = request.sandbox.agent(
             write=request.mode == "write",
             state=self.state_paths(env),
-            visible=self.visible_paths(request),
+            visible=[*self.visible_paths(request), *seal.files],  # read-only inside, put back outside
             private=state_dir_files(env, self.home_env, self.home_state, self.session_state),
         )
-        seal = seal_for(env, self)
         proc = run_process(
             argv,
             cwd=request.workspace,

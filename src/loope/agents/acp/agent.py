@@ -138,8 +138,9 @@ class AcpAgent:
         state = [home / rel for rel in self.home_state] + [Path(env[v]) for v in self.home_env if env.get(v)]
         visible = named_paths(shlex.join(argv), request.workspace) if request.sandboxed else []
         private = state_dir_files(env, self.home_env, self.home_state, self.session_state)
-        box = request.sandbox.agent(write=request.mode == "write", state=state, visible=visible, private=private)
         seal = seal_for(env, self)
+        visible += seal.files  # its configuration: read-only inside the sandbox, put back outside it
+        box = request.sandbox.agent(write=request.mode == "write", state=state, visible=visible, private=private)
         outcome = asyncio.run(drive(argv, env, request, client_version=__version__, box=box))
         return replace(self._result(outcome, request), undone=tuple(seal.restore()))
 
