@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIX, FIXED_CALC, GATE, git, one_error_line, unsandboxed
+from loope.workspace import overlayfs
+from tests.conftest import FIX, FIXED_CALC, GATE, git, one_error_line, run_file, unsandboxed
 from tests.integration.test_control import DEADLINE_S, Runners, read_json, wait_for
 
 NOTE = "print('state file said: ' + pathlib.Path(os.environ['LOOPE_STATE_FILE']).read_text().splitlines()[-1])\n"
@@ -77,6 +78,20 @@ def test_keep_workspace_keeps_it_from_the_flag_or_loope_toml(project, agent_scri
     result, run, rundir = run_fix(project, agent_script, cli)
     assert result.exit_code == 0, result.out + result.err
     assert (rundir / "workspace" / "calc.py").read_text() == FIXED_CALC
+
+
+def test_keep_workspace_on_an_overlay_run_says_where_its_files_are(project, agent_script, cli):
+    if not overlayfs.probe(project.path.parent).works:
+        pytest.skip("overlay workspaces do not work on this machine")
+    result, run, rundir = run_fix(project, agent_script, cli, "--workspace", "overlay", "--keep-workspace")
+
+    assert result.exit_code == 0, result.out + result.err
+    assert run["workspace"]["removed"] is False
+    assert run["workspace"]["note"].startswith("not kept: an overlay workspace is a mount that goes with its runner")
+    assert "loope branch RUN" in run["workspace"]["note"]
+    assert "workspace not kept: an overlay workspace" in result.out
+    assert "REMEMBER-ME-7" in (rundir / "state.md").read_text()  # what only the tree held is in the run dir
+    assert run_file(run, "calc.py") == FIXED_CALC
 
 
 def test_continue_makes_the_worktree_again_with_the_state_file(project, agent_script, cli, tmp_path):

@@ -44,8 +44,8 @@ def finalize(run: RunState, reason: StopReason, detail: str) -> RunFinished:
             record.stop_detail = f"{record.stop_detail}; {kept}"
     except (LoopeError, OSError) as exc:
         record.stop_detail = f"{record.stop_detail}; the run's branch could not be updated: {exc}"
-    if finished and not run.spec.keep_workspace:  # the result is on the run branch and in the run dir now
-        retired = retire(run.workspace, run.rundir.root)
+    if finished:  # the result is on the run branch and in the run dir now
+        retired = retire(run.workspace, run.rundir.root, keep=run.spec.keep_workspace)
         record.workspace.removed, record.workspace.note = retired.removed, retired.note
     run.save_if_possible()
     return RunFinished(

@@ -34,6 +34,10 @@ from loope.workspace.workspace import Workspace, restart_own_index
 
 _TRASH = "workspace.removed"
 _STATE_REL = f"{LOOPE_DIR}/state.md"
+_OVERLAY_KEPT = (
+    "not kept: an overlay workspace is a mount that goes with its runner; its files are in its commits"
+    " (`loope branch RUN` puts them on a branch), its upper/ layer and state.md; `loope continue` mounts it again"
+)
 
 
 @dataclass(frozen=True)
@@ -45,13 +49,13 @@ class Retired:
     """Why it was kept, or what removing it left behind."""
 
 
-def retire(ws: Workspace, run_dir: Path) -> Retired:
-    """Remove a finished run's worktree, unless something in it is in no commit."""
+def retire(ws: Workspace, run_dir: Path, *, keep: bool = False) -> Retired:
+    """Remove a finished run's worktree, unless ``keep`` (``--keep-workspace``) or something in it is in no commit."""
     if ws.mode == WorkspaceMode.OVERLAY:  # its tree goes with the mount; its upper layer stays, and its state here
         with contextlib.suppress(OSError):
             _keep_state(ws, run_dir)
-        return Retired(False)
-    if ws.mode != WorkspaceMode.WORKTREE or ws.branch is None:
+        return Retired(False, _OVERLAY_KEPT if keep else None)
+    if keep or ws.mode != WorkspaceMode.WORKTREE or ws.branch is None:
         return Retired(False)
     try:
         loose = ws.pending()
