@@ -120,11 +120,10 @@ class StepBox:
         self._killed = True
         if self.cgroup is not None:
             self.cgroup.kill()
-        if not self.sandboxed:
-            # In the box, nothing can leave the step's PID namespace, which ends with the step's first
-            # process (or with the runner: --die-with-parent); the scan of every process's environment
-            # (a few milliseconds a step on a busy machine) is the net for unsandboxed steps only.
-            reap.kill_marked(self.token)
+        # Outside the box this is the net for what left the step's group. In the box nothing can leave
+        # its PID namespace, but a namespace whose bubblewrap was killed (a timeout, a stop, an ACP
+        # agent's end) is torn down after bubblewrap is gone: this waits until its processes are too.
+        reap.kill_marked(self.token)
 
     def close(self) -> None:
         if not self._killed:  # once the process ended (``run_process`` kills at once), not again
