@@ -61,7 +61,7 @@ class ClaudeAgent(StreamAgent[StreamSession]):
     home_env = ("CLAUDE_CONFIG_DIR",)
     home_state = (".claude", ".claude.json", ".cache/claude")
     session_state = ("projects", "todos", "shell-snapshots")
-    home_config = ("settings.json", "settings.local.json", "CLAUDE.md")
+    home_config = ("settings.json", "settings.local.json", "CLAUDE.md", "commands", "agents", "skills")
     home_config_keys = (  # MCP servers of every session, and what each project allows and trusts
         (".claude.json", ("mcpServers", *(f"projects.*.{key}" for key in _PROJECT_CONFIG))),
     )

@@ -74,7 +74,7 @@ class CodexAgent(StreamAgent[CodexSession]):
     home_env = ("CODEX_HOME",)
     home_state = (".codex",)
     session_state = ("sessions",)
-    home_config = ("config.toml", "AGENTS.md", "AGENTS.override.md")
+    home_config = ("config.toml", "AGENTS.md", "AGENTS.override.md", "prompts")
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="codex",
         binary="codex",

@@ -10,7 +10,10 @@ files (``home_config``), and the keys of state files it rewrites itself that hol
 when its process ends, and said.
 
 Nothing is followed: a link stays a link (the file it names, the user's, is put back through it
-only when the link itself is unchanged), and whatever a step put in a file's place goes.
+only when the link itself is unchanged), and whatever a step put in a file's place goes. A named
+directory (claude's ``skills``, gemini's ``extensions``: loaded by later sessions on their own) is
+read-only inside the sandbox where it exists, and removed when a step made it; what changes inside
+one that existed is seen only by the sandbox, which keeps it read-only.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class GeminiAgent(StreamAgent[StreamSession]):
     product = "Gemini CLI"
     home_env = ("GEMINI_CLI_HOME",)
     home_state = (".gemini",)
-    home_config = ("settings.json", "GEMINI.md")
+    home_config = ("settings.json", "GEMINI.md", "commands", "extensions")
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="gemini",
         binary="gemini",

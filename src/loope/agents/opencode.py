@@ -43,7 +43,7 @@ class OpenCodeAgent(StreamAgent[StreamSession]):
     session_type = StreamSession
     name = "opencode"
     home_state = (".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode")
-    home_config = ("opencode.json", "opencode.jsonc", "config.json", "AGENTS.md")
+    home_config = ("opencode.json", "opencode.jsonc", "config.json", "AGENTS.md", "agent", "command", "plugin")
     product = "OpenCode"
     info: ClassVar[AdapterInfo] = AdapterInfo(
         name="opencode",
