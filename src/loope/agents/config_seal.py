@@ -32,9 +32,10 @@ from loope.workspace import safefs
 
 @dataclass(frozen=True)
 class _Seen:
-    """A configuration file as it was: absent, a file (bytes, mode), or a link (its target, the bytes it names)."""
+    """A configuration path as it was: absent, a file (bytes, mode), a directory (mode), a link (target, bytes)."""
 
-    present: bool
+    kind: str | None
+    """None (absent), "file", "dir", "link", or "other" (a file loope could not read, a fifo...)."""
     data: bytes | None = None
     mode: int = 0o644
     link: str | None = None
@@ -44,15 +45,18 @@ def _look(path: Path) -> _Seen:
     try:
         info = os.lstat(path)
     except OSError:
-        return _Seen(False)
+        return _Seen(None)
     if stat.S_ISLNK(info.st_mode):
         try:
             target, real = os.readlink(path), Path(os.path.realpath(path))
-            return _Seen(True, real.read_bytes() if real.is_file() else None, link=target)
+            return _Seen("link", real.read_bytes() if real.is_file() else None, link=target)
         except OSError:
-            return _Seen(True, link="")
+            return _Seen("link", link="")
+    mode = stat.S_IMODE(info.st_mode)
+    if stat.S_ISDIR(info.st_mode):
+        return _Seen("dir", mode=mode)
     data = safefs.read_bytes(path.parent, path.name) if stat.S_ISREG(info.st_mode) else None
-    return _Seen(True, data, stat.S_IMODE(info.st_mode))
+    return _Seen("file" if data is not None else "other", data, mode)
 
 
 class ConfigSeal:
@@ -66,14 +70,14 @@ class ConfigSeal:
     @property
     def files(self) -> list[Path]:
         """The configuration files there now (a sandboxed step sees them read-only)."""
-        return [path for path, seen in self.before.items() if seen.present and seen.link is None]
+        return [path for path, seen in self.before.items() if seen.kind in ("file", "dir")]
 
     def restore(self) -> list[str]:
         """Put back each file (and key) the step changed; a line for each."""
         found = [line for seal in self.keyed for line in seal.restore()]
         for path, before in self.before.items():
             now = _look(path)
-            if now == before:
+            if now == before or before.kind == "other":  # what loope could not read, it cannot put back either
                 continue
             with contextlib.suppress(OSError, safefs.UnsafePath):
                 _put_back(path, before, now)
@@ -83,15 +87,20 @@ class ConfigSeal:
 
 def _put_back(path: Path, before: _Seen, now: _Seen) -> None:
     parent, name = path.parent, path.name
-    if before.link is not None and now.link == before.link:  # the user's link: the file it names goes back
+    if before.kind == "link" and now.link == before.link:  # the user's link: the file it names goes back
         if before.data is not None:
             Path(os.path.realpath(path)).write_bytes(before.data)
         return
-    if now.present:
+    if before.kind == "dir" and now.kind == "dir":  # only its mode is known (the sandbox keeps its files)
+        os.chmod(path, before.mode)
+        return
+    if now.kind is not None:
         safefs.remove(parent, name)
-    if before.link is not None:
+    if before.kind == "link" and before.link is not None:
         os.symlink(before.link, path)
-    elif before.present and before.data is not None:
+    elif before.kind == "dir":
+        os.mkdir(path, before.mode)
+    elif before.kind == "file" and before.data is not None:
         safefs.write_bytes(parent, name, before.data, mode=before.mode)
 
 
