@@ -7,7 +7,7 @@ applies to the step's process (``run_process(confine=...)``):
   PID namespace of its own with the policy of ``layout.py``;
 - with or without it, the step gets a private TMPDIR, and when its process ends (or times out, or
   is stopped) everything it started is killed: in the box by its PID namespace, outside it through a
-  cgroup and a marker (``reap.py``).
+  cgroup; a marker in their environment finds what is left either way (``reap.py``).
 """
 
 from __future__ import annotations
