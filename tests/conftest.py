@@ -195,26 +195,26 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
     return invoke
 
 
+def unless_named(cli, option: str, value: str):  # type: ignore[no-untyped-def]
+    """``cli`` that adds ``option value`` to every ``loope run`` that does not name ``option`` itself."""
+
+    def invoke(*args: str, cwd: Path | None = None) -> CliResult:
+        add = args[:1] == ("run",) and option not in args
+        return cli(*args, *((option, value) if add else ()), cwd=cwd)
+
+    return invoke
+
+
 def unsandboxed(cli):  # type: ignore[no-untyped-def]
     """``cli`` whose runs go without the sandbox (unless a run names ``--sandbox`` itself): for tests
     of what holds without it (the guard as the only line), or whose agents report their pids (the
     sandbox's PID namespace renumbers them)."""
-
-    def invoke(*args: str, cwd: Path | None = None) -> CliResult:
-        off = args[:1] == ("run",) and "--sandbox" not in args
-        return cli(*args, *(("--sandbox", "off") if off else ()), cwd=cwd)
-
-    return invoke
+    return unless_named(cli, "--sandbox", "off")
 
 
 def in_workspace(cli, mode: str):  # type: ignore[no-untyped-def]
     """``cli`` whose runs work in a ``mode`` workspace (``default``: as loope chooses), unless a run names one."""
-
-    def invoke(*args: str, cwd: Path | None = None) -> CliResult:
-        pin = mode != "default" and args[:1] == ("run",) and "--workspace" not in args
-        return cli(*args, *(("--workspace", mode) if pin else ()), cwd=cwd)
-
-    return invoke
+    return cli if mode == "default" else unless_named(cli, "--workspace", mode)
 
 
 def _overlay_works() -> bool:

@@ -421,9 +421,14 @@ def test_the_runs_page_lists_the_fleets_and_links_their_loops(tmp_path, agent_sc
     browser = dash.browser
     browser.get(server.url)
     until(browser, lambda d: d.find_elements("css selector", '#fleets tr[data-fleet="0001-fleet"]'), "the fleet")
-    link = browser.find_element("css selector", '#fleets tr[data-task="one"] a')
-    assert link.text == one["loop_id"]
-    link.click()
+
+    def follow_the_link(d) -> bool:  # type: ignore[no-untyped-def]  # found, read and clicked at once, again if redrawn
+        link = d.find_element("css selector", '#fleets tr[data-task="one"] a')
+        assert link.text == one["loop_id"]
+        link.click()
+        return True
+
+    until(browser, follow_the_link, "the fleet's link to its loop")
     until(
         browser,
         lambda d: one["loop_id"] in d.title or d.find_elements("css selector", "body[data-run]"),

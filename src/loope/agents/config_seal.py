@@ -29,6 +29,8 @@ from typing import ClassVar, Protocol
 
 from loope.workspace import safefs
 
+_MISSING = object()
+
 
 @dataclass(frozen=True)
 class _Seen:
@@ -104,9 +106,6 @@ def _put_back(path: Path, before: _Seen, now: _Seen) -> None:
         safefs.write_bytes(parent, name, before.data, mode=before.mode)
 
 
-_MISSING = object()
-
-
 class KeySeal:
     """Some keys of a JSON state file the CLI rewrites itself (``~/.claude.json``): those keys are put back.
 
@@ -119,13 +118,17 @@ class KeySeal:
         self.keys = [tuple(k.split(".")) for k in keys]
         self.before = self._picked()
 
-    def _picked(self) -> dict[tuple[str, ...], object] | None:
+    def _read(self) -> object:
+        """The file's document: {} when it is missing, None when it is not JSON."""
         data = safefs.read_bytes(self.path.parent, self.path.name)
-        if data is None:
-            return {}
         try:
-            doc = json.loads(data)
+            return json.loads(data) if data is not None else {}
         except ValueError:
+            return None
+
+    def _picked(self, doc: object = _MISSING) -> dict[tuple[str, ...], object] | None:
+        doc = self._read() if doc is _MISSING else doc
+        if doc is None:
             return None
         found: dict[tuple[str, ...], object] = {}
         for key in self.keys:
@@ -133,14 +136,10 @@ class KeySeal:
         return found
 
     def restore(self) -> list[str]:
-        now = self._picked()
+        doc = self._read()
+        now = self._picked(doc)
         if now == self.before or self.before is None:
             return []
-        data = safefs.read_bytes(self.path.parent, self.path.name)
-        try:
-            doc = json.loads(data) if data is not None else {}
-        except ValueError:
-            doc = None
         if not isinstance(doc, dict):
             return [f"{self.path} is no longer JSON; left as it is"]
         now = now or {}
@@ -181,14 +180,27 @@ def _put(doc: dict[str, object], key: tuple[str, ...], value: object) -> None:
         node[key[-1]] = value
 
 
+def _home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("HOME") or Path.home())
+
+
+def _named_dir(env: Mapping[str, str], home_env: Sequence[str]) -> Path | None:
+    """The CLI's state dir as its variable names it (``CLAUDE_CONFIG_DIR``), if one does."""
+    return next((Path(env[v]) for v in home_env if env.get(v)), None)
+
+
+def state_paths(env: Mapping[str, str], home_env: Sequence[str], home_state: Sequence[str]) -> list[Path]:
+    """Where the CLI keeps its own state for a step: ``home_state`` under HOME, and ``home_env``'s dirs."""
+    return [_home(env) / rel for rel in home_state] + [Path(env[v]) for v in home_env if env.get(v)]
+
+
 def state_dir_files(
     env: Mapping[str, str], home_env: Sequence[str], home_state: Sequence[str], names: Sequence[str]
 ) -> list[Path]:
     """``names`` (session dirs, configuration files) in the CLI's state dir for the environment ``env``."""
     if not names or not home_state:
         return []
-    named = next((Path(env[v]) for v in home_env if env.get(v)), None)
-    base = named or Path(env.get("HOME") or Path.home()) / home_state[0]
+    base = _named_dir(env, home_env) or _home(env) / home_state[0]
     return [base / rel for rel in names]
 
 
@@ -207,6 +219,5 @@ class StateDirs(Protocol):
 def seal_for(env: Mapping[str, str], cli: StateDirs) -> ConfigSeal:
     """What a step of ``cli`` may not change of its configuration, as it is now (``env``: the step's)."""
     files = state_dir_files(env, cli.home_env, cli.home_state, cli.home_config)
-    named = next((Path(env[v]) for v in cli.home_env if env.get(v)), None)
-    base = named or Path(env.get("HOME") or Path.home())
+    base = _named_dir(env, cli.home_env) or _home(env)
     return ConfigSeal(files, cli.label, [(base / rel, keys) for rel, keys in cli.home_config_keys])

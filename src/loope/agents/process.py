@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
-from loope.agents.config_seal import seal_for, state_dir_files
+from loope.agents.config_seal import seal_for, state_dir_files, state_paths
 from loope.agents.failure import explain
 from loope.agents.message import MessageText, bounded
 from loope.agents.pricing import estimate
@@ -225,8 +225,7 @@ class ProcessAgent(Generic[S]):
 
     def state_paths(self, env: Mapping[str, str]) -> list[Path]:
         """Where the CLI keeps its own state for this step: ``home_state`` under HOME, and ``home_env``'s dirs."""
-        home = Path(env.get("HOME") or Path.home())
-        return [home / rel for rel in self.home_state] + [Path(env[v]) for v in self.home_env if env.get(v)]
+        return state_paths(env, self.home_env, self.home_state)
 
     def visible_paths(self, request: AgentRequest) -> list[Path]:
         """Files the command needs to see, read-only, wherever they are (inside the sandbox): its program,

@@ -26,7 +26,7 @@ from loope.agents.base import AdapterInfo, AgentRequest, AgentResult
 from loope.agents.claude import ClaudeAgent
 from loope.agents.claude import sandbox_env as claude_sandbox_env
 from loope.agents.codex import CodexAgent
-from loope.agents.config_seal import seal_for, state_dir_files
+from loope.agents.config_seal import seal_for, state_dir_files, state_paths
 from loope.agents.failure import explain
 from loope.agents.gemini import GeminiAgent
 from loope.agents.pricing import estimate
@@ -134,8 +134,7 @@ class AcpAgent:
         from loope.agents.acp.session import drive  # loads the ACP SDK, asyncio and pydantic
         from loope.sandbox.layout import named_paths
 
-        home = Path(env.get("HOME") or Path.home())
-        state = [home / rel for rel in self.home_state] + [Path(env[v]) for v in self.home_env if env.get(v)]
+        state = state_paths(env, self.home_env, self.home_state)
         visible = named_paths(shlex.join(argv), request.workspace) if request.sandboxed else []
         private = state_dir_files(env, self.home_env, self.home_state, self.session_state)
         seal = seal_for(env, self)
