@@ -27,6 +27,8 @@ from loope.mcp.tools import BY_NAME, TOOLS
 
 logger = logging.getLogger("loope.mcp")
 POLL_S = 0.5
+ENDING_GRACE_S = 3.0
+"""How long a wait that saw an iteration finish waits more for the loop to end (if that iteration ended it)."""
 """How often a waiting ``loope_status`` looks at the loop's run.json."""
 PROGRESS_EVERY_S = 5.0
 """How often it tells a caller that asked for progress that it is still waiting."""
@@ -99,6 +101,13 @@ async def _wait_then_status(workdir: Path, args: StatusArgs, report: Progress) -
             waited += POLL_S
             now = await anyio.to_thread.run_sync(actions.progress, workdir, run_id)
             if now != before and now[1] >= 0:
+                # An iteration that ends the loop is followed by its end within moments: wait for that
+                # too, so the answer does not say "running" for a loop that has just converged.
+                with anyio.move_on_after(ENDING_GRACE_S):
+                    while now[0] == "running":
+                        await anyio.sleep(POLL_S)
+                        waited += POLL_S
+                        now = await anyio.to_thread.run_sync(actions.progress, workdir, run_id)
                 break
             if waited % PROGRESS_EVERY_S < POLL_S / 2:
                 await report(waited, args.wait_s, f"{run_id} {now[0]}, {now[1]} iteration(s) finished")
