@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import traceback
@@ -62,7 +63,10 @@ def pid_recorder(step_dir: Path) -> Callable[[int], None]:
     """A callback that notes a step's process group in ``step_dir/process.pid``."""
 
     def record(pgid: int) -> None:
-        (step_dir / "process.pid").write_text(f"{pgid}\n")
+        # A step that moved its own run directory away at once leaves no directory to note it in
+        # (and nothing of the step's own in its place is written into); the run's anchor ends the run.
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            (step_dir / "process.pid").write_text(f"{pgid}\n")
 
     return record
 
