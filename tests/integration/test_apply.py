@@ -72,6 +72,21 @@ def test_delete_removes_what_the_run_deleted(finished, cli):
     assert "D old.txt" in result.out
 
 
+def test_delete_removes_the_directories_it_emptied_and_keeps_one_holding_a_users_file(project, converge, cli):
+    project.write("old/a.txt", "a\n")
+    project.write("old/deep/b.txt", "b\n")
+    project.write("kept/c.txt", "c\n")
+    project.commit("two directories")
+    converge(FIX + 'import shutil\nshutil.rmtree("old")\nos.remove("kept/c.txt")\n', goal="fix add", cwd=project.path)
+    project.write("kept/mine.txt", "the user's, untracked\n")
+
+    result = cli("apply", "0001", "--delete", cwd=project.path)
+
+    assert result.exit_code == 0, result.err
+    assert not (project.path / "old").exists()
+    assert sorted(p.name for p in (project.path / "kept").iterdir()) == ["mine.txt"]
+
+
 def test_dry_run_writes_nothing(finished, cli):
     before = snapshot(finished.path)
     result = cli("apply", "0001", "--dry-run", "--delete", cwd=finished.path)

@@ -73,6 +73,60 @@ def test_a_run_that_edits_deletes_renames_and_commits_leaves_the_users_tree_and_
     assert "+    return a + b" in shown.stdout
 
 
+# Directories of the snapshot renamed with git mv and mv, then renamed again a step later.
+RENAMES = """
+set -e
+if [ "$LOOPE_ITERATION" = 1 ]; then
+  move pkg lib
+  mv docs manual
+  echo changed > lib/sub/b.py
+  exit 0
+fi
+mkdir nest && move lib/sub nest/sub2
+move lib lib2
+printf 'def add(a, b):\\n    return a + b\\n' > calc.py
+"""
+
+
+# rename(2) itself, which fails with EXDEV where overlay cannot rename a lower directory (mv would copy);
+# git mv where git may write its index (without the sandbox).
+RENAME = f"{sys.executable} -c 'import os, sys; os.rename(*sys.argv[1:])' \"$@\""
+
+
+@pytest.mark.parametrize(("sandbox", "move"), [("on", RENAME), ("off", 'git mv "$@"')])
+def test_directories_of_the_snapshot_renamed_twice_are_the_runs_changes(project, tmp_path, loope, sandbox, move):
+    project.write("pkg/a.py", "A = 1\n")
+    project.write("pkg/sub/b.py", "B = 1\n")
+    project.write("docs/README.md", "read me\n")
+    project.commit("a package and docs")
+    before = snapshot(project.path, skip=(".loope",))
+    script = f"move() {{ {move}; }}\n{RENAMES}"
+    args = run_args(shell_implementer(tmp_path / "agents", script), "--sandbox", sandbox, "--max-iters", "2")
+    done = loope(*args, cwd=project.path)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert snapshot(project.path, skip=(".loope",)) == before
+    run = project.runs()[-1]
+    record = json.loads((run / "run.json").read_text())
+    assert (record["iterations"], record["status"]) == (2, "converged")
+    changes = {c["path"]: c["status"] for c in record["changes"]["files"]}
+    assert changes == {
+        "calc.py": "modified",
+        "pkg/a.py": "deleted",
+        "pkg/sub/b.py": "deleted",
+        "docs/README.md": "deleted",
+        "manual/README.md": "added",
+        "lib2/a.py": "added",
+        "nest/sub2/b.py": "added",
+    }
+    applied = loope("apply", run.name, "--delete", cwd=project.path)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert (project.read("lib2/a.py"), project.read("nest/sub2/b.py")) == ("A = 1\n", "changed\n")
+    assert project.read("manual/README.md") == "read me\n"
+    assert not (project.path / "pkg").exists()
+    assert not (project.path / "docs").exists()
+
+
 def test_runs_from_one_state_share_its_snapshot_which_no_run_alters_and_gc_removes_it_once_unused(
     project, tmp_path, loope
 ):

@@ -38,7 +38,7 @@ def test_the_feed_names_exactly_the_entries_that_appeared_changed_or_went(tmp_pa
     (upper / "kept").mkdir(parents=True)
     (upper / "kept" / "old.txt").write_text("there before\n")
     (upper / ".git").write_text("gitdir: elsewhere\n")
-    feed = UpperFeed(upper, PREFIX)
+    feed = UpperFeed(upper, PREFIX, tmp_path / "merged")
     assert feed.drain() == set()
     (upper / "kept" / "new.txt").write_text("new\n")
     (upper / "made" / "deep").mkdir(parents=True)
@@ -54,6 +54,24 @@ def test_the_feed_names_exactly_the_entries_that_appeared_changed_or_went(tmp_pa
     (upper / "made" / "deep" / "f.txt").unlink()  # a file the run made, then deleted: gone from the layer
     (upper / ".git").write_text("gitdir: somewhere else\n")
     assert feed.drain() == {"kept/old.txt", "made/deep/f.txt"}
+
+
+def test_a_renamed_directory_reports_every_file_it_holds_once(tmp_path):
+    """Renamed, a lower directory is a redirect in the layer: its files are below, shown in the merged view."""
+    upper, merged = tmp_path / "upper", tmp_path / "merged"
+    upper.mkdir()
+    feed = UpperFeed(upper, PREFIX, merged)
+    (upper / "lib").mkdir()
+    os.setxattr(upper / "lib", f"{PREFIX}redirect", b"pkg")
+    whiteout(upper / "pkg")
+    for rel in ("lib/a.py", "lib/sub/b.py"):  # what the overlay shows there, though the layer holds none of it
+        (merged / rel).parent.mkdir(parents=True, exist_ok=True)
+        (merged / rel).write_text("x\n")
+    os.symlink("a.py", merged / "lib" / "link")
+    assert feed.drain() == {"pkg", "lib/a.py", "lib/sub/b.py", "lib/link"}
+    (upper / "lib" / "new.txt").write_text("new\n")  # a file made in it later: only that file, no second walk
+    (merged / "lib" / "new.txt").write_text("new\n")
+    assert feed.drain() == {"lib/new.txt"}
 
 
 def test_an_opaque_directory_reports_the_tracked_files_it_hid(tmp_path):

@@ -260,6 +260,7 @@ def apply(git: Git, target: Path, planned: list[PlannedFile]) -> None:
         destinations.check_parent(item.path, dest)
         if item.action == "delete":
             dest.unlink(missing_ok=True)
+            _prune_emptied(dest.parent, target)
             continue
         if item.entry is None:
             continue
@@ -272,6 +273,16 @@ def apply(git: Git, target: Path, planned: list[PlannedFile]) -> None:
             destinations.forget()
             continue
         _create(dest, data, 0o755 if item.entry.mode == EXECUTABLE else 0o644)
+
+
+def _prune_emptied(directory: Path, target: Path) -> None:
+    """Remove ``directory`` and its parents below ``target`` while a deletion left them empty, as git does."""
+    while directory != target and target in directory.parents:
+        try:
+            directory.rmdir()  # only an empty one (a user's untracked file keeps it), never through a link
+        except OSError:
+            return
+        directory = directory.parent
 
 
 def _create(dest: Path, data: bytes, mode: int) -> None:

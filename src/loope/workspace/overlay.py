@@ -174,7 +174,7 @@ def overlay_needs(git_dir: Path | None) -> list[Path]:
 
 def feed(run_dir: Path) -> UpperFeed:
     """The change feed of ``run_dir``'s workspace: its upper layer."""
-    return UpperFeed(run_dir / UPPER_DIR, overlayfs.enter().xattr_prefix)
+    return UpperFeed(run_dir / UPPER_DIR, overlayfs.enter().xattr_prefix, run_dir / "workspace")
 
 
 def unmount(run_dir: Path) -> None:

@@ -124,17 +124,18 @@ def mount(lower: list[Path], upper: Path, work: Path, target: Path) -> None:
 
     The layers are named through file descriptors, so any path works (a comma or colon in a mount
     option would not), and a lower layer stays reachable to the mount after its path is hidden.
-    Redirects and ``metacopy`` are off: the upper layer then says everything that changed
-    by itself (a renamed directory is copied, a changed file is all there).
+    ``metacopy`` is off: a changed file is all there in the upper layer. Redirects are on where
+    overlay keeps its metadata in trusted xattrs (root), so a directory of the lower layer can be
+    renamed (``git mv dir``); a user namespace cannot follow them, and such a rename fails with
+    EXDEV (``mv`` then copies).
     """
     ns = enter()
     fds = [os.open(p, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for p in [*lower, upper, work]]
     try:
         names = [f"/proc/self/fd/{fd}" for fd in fds]
         options = f"lowerdir={':'.join(names[:-2])},upperdir={names[-2]},workdir={names[-1]}"
-        options += ",redirect_dir=nofollow,metacopy=off,index=off"
-        if ns.user_ns:
-            options += ",userxattr"
+        options += ",metacopy=off,index=off"
+        options += ",redirect_dir=nofollow,userxattr" if ns.user_ns else ",redirect_dir=on"
         result = _libc().mount(b"overlay", os.fsencode(target), b"overlay", _MS_NODEV, options.encode())
         _check(result, f"mounting the overlay at {target}")
         _ours.add(os.path.realpath(target))
