@@ -11,10 +11,13 @@ not absolute times, are what to compare across machines.
   run length          iterations 91-100 vs iterations 1-10 of one 100-iteration run
   apply               `loope apply` of a run that changed 2,000 files vs `git diff | git apply`
   200 MB of output    the implementer step of an agent printing 200 MB vs the same agent `> file`; peak RSS
-  startup             each read-only command vs `python -c pass`
+  startup             each read-only command vs `python -c pass`; doctor also until the first program it runs
 
 Usage: python benchmarks/costs.py [--files 20000] [--small 2000] [--iterations 100] [--repeat 3]
-                                 [--rows dry-run,iterations,apply,output,startup]
+                                 [--rows dry-run,iterations,apply,output,startup] [--startup-before SRC]
+
+--startup-before SRC also measures the startup row with the loope package under SRC (another checkout's
+src/ directory, e.g. main's), its samples interleaved with the others: a before/after table from one run.
 """
 
 from __future__ import annotations
@@ -253,9 +256,26 @@ def bench_output(table: Table, root: Path, size: int, repeat: int) -> None:
               "≤ 3x, < 100 MB")  # fmt: skip
 
 
-def bench_startup(table: Table, big: Path, samples: int) -> None:
+# `loope doctor` as the console script runs it, ended at the first program it starts (the sandbox probe, git,
+# or an agent CLI asked its version): loope's own start, apart from what the programs it checks cost.
+UNTIL_FIRST_PROGRAM = """
+import os, sys
+def at_first_program(event, args):
+    if event in ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork"):
+        os._exit(0)
+sys.addaudithook(at_first_program)
+from loope.cli.main import main
+sys.argv[0] = "loope"
+main()
+"""
+
+
+def bench_startup(table: Table, big: Path, samples: int, before: Path | None) -> None:
     run_id = last_run(big).name.split("-", 1)[0]
     bare_env = {**ENV, "PATH": "/usr/bin:/bin"}  # doctor and adapters find no agent binary to run
+    trees = {"": bare_env}
+    if before is not None:
+        trees[f" before ({before})"] = {**bare_env, "PYTHONPATH": str(before)}
     commands = {
         "--help": ["--help"],
         "runs": ["runs"],
@@ -267,24 +287,36 @@ def bench_startup(table: Table, big: Path, samples: int) -> None:
         "adapters": ["adapters"],
         "doctor": ["doctor"],
     }
+    until_program = [sys.executable, "-c", UNTIL_FIRST_PROGRAM, "doctor"]
+    doctor_starts: dict[str, list[float]] = {tree: [] for tree in trees}
     bare: list[float] = []
-    found: dict[str, list[float]] = {name: [] for name in commands}
+    found: dict[tuple[str, str], list[float]] = {(name, tree): [] for name in commands for tree in trees}
     missing = [name for name, args in commands.items() if _unknown_command(big, args[0])]
     for name in missing:
         print(f"  `loope {name}`: no such command here; skipped", flush=True)
-        del commands[name], found[name]
+        del commands[name]
     click_alone: list[float] = []  # the CLI library every command loads: what no command can start under
     for _ in range(samples):
         bare.append(timed([sys.executable, "-c", "pass"], big))
         click_alone.append(timed([sys.executable, "-c", "import click"], big))
-        for name, args in commands.items():
-            found[name].append(timed([*LOOPE, *args], big, ok=(0, 1, 2), env=bare_env))
+        for tree, env in trees.items():
+            for name, args in commands.items():
+                found[name, tree].append(timed([*LOOPE, *args], big, ok=(0, 1, 2), env=env))
+            doctor_starts[tree].append(timed(until_program, big, ok=(0, 1, 2), env=env))
     b = median(bare)
     c = median(click_alone)
     table.add("`python -c 'import click'` (for reference)", ms(c), f"`python -c pass` {ms(b)}", c / b, "-")
+    rows: dict[str, tuple[list[float], str]] = {}
     for name in commands:
-        t = median(found[name])
-        table.add(f"`loope {name}` start", ms(t), f"`python -c pass` {ms(b)}", t / b, "≤ 4x")
+        for tree in trees:
+            if name == "doctor":  # in full it also runs bubblewrap and git to check the sandbox and the overlay
+                rows[f"`loope doctor` start{tree}"] = (doctor_starts[tree], "≤ 4x")
+                rows[f"`loope doctor` in full (its bwrap and git checks too){tree}"] = (found[name, tree], "-")
+            else:
+                rows[f"`loope {name}` start{tree}"] = (found[name, tree], "≤ 4x")
+    for work, (times, target) in rows.items():
+        t = median(times)
+        table.add(work, ms(t), f"`python -c pass` {ms(b)}", t / b, target)
 
 
 def loope_package() -> str:
@@ -305,6 +337,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--output-mb", type=int, default=200)
     parser.add_argument("--rows", default=",".join(ROWS), help=f"some of: {', '.join(ROWS)}")
+    parser.add_argument("--startup-before", type=Path, help="a loope src/ directory to measure startup against")
     args = parser.parse_args()
     rows = set(args.rows.split(","))
     if unknown := rows - set(ROWS):
@@ -314,6 +347,8 @@ def main() -> None:
     # An installed package starts from compiled bytecode (pip compiles it); with PYTHONDONTWRITEBYTECODE
     # set, an editable install would compile every module it imports on every start instead.
     sh([sys.executable, "-m", "compileall", "-q", str(Path(loope_package()).parent)], root)
+    if args.startup_before:
+        sh([sys.executable, "-m", "compileall", "-q", str(args.startup_before.resolve())], root)
     try:
         print(f"generating repositories of {args.files} and {args.small} files …", flush=True)
         big, small = make_repo(root, args.files), make_repo(root, args.small)
@@ -328,7 +363,7 @@ def main() -> None:
         if "output" in rows:
             bench_output(table, root, args.output_mb * 1_000_000, args.repeat)
         if "startup" in rows:
-            bench_startup(table, big, 10)
+            bench_startup(table, big, 10, args.startup_before and args.startup_before.resolve())
         print("\n" + table.render())
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from loope.config import IMPLEMENTER, REVIEWERS, SANDBOX, load_config
 from loope.enums import Direction, SandboxMode, Switch, WorkspaceMode
 from loope.errors import LoopeError, clip
 from loope.text import parse_duration
@@ -56,7 +56,7 @@ class LoopSpec(BaseModel):
     keep_workspace: bool = False
     """Keep a finished run's worktree (by default it is removed: the result is on the run branch)."""
 
-    implementer: str = "claude"
+    implementer: str = IMPLEMENTER
     """The agent that writes the change."""
     race: list[str] = Field(default_factory=list)
     """Different implementers racing each iteration (``--implementer`` given more than once)."""
@@ -68,7 +68,7 @@ class LoopSpec(BaseModel):
     """Passing candidates the reviewers look at, best first, while they block."""
     diversify: bool = False
     """Tell each candidate it is one of N and to try an approach unlike the ideas tried before."""
-    reviewers: list[str] = Field(default_factory=lambda: ["codex"])
+    reviewers: list[str] = Field(default_factory=lambda: list(REVIEWERS))
     """Read-only agents that return VERDICT: PASS or BLOCK; run in parallel after the gate passed."""
     design: bool = False
     """Run a designer once before iteration 1 to write a contract with acceptance criteria."""
@@ -134,7 +134,7 @@ class LoopSpec(BaseModel):
     """In a dry run: the real agents the stubs stand in for (checked before the run starts)."""
     isolate_home: bool = False
     """Give each agent step a private config dir (CLAUDE_CONFIG_DIR, CODEX_HOME, ...)."""
-    sandbox: SandboxMode = SandboxMode.AUTO
+    sandbox: SandboxMode = SandboxMode(SANDBOX)
     """Run every agent step and check under bubblewrap: auto (where it works), on (or refuse), off."""
     sandbox_network: Switch = Switch.ON
     """Whether gate, metric and success commands reach the network inside the sandbox (agents always do)."""
@@ -271,25 +271,6 @@ _ALIASES = {
 _DURATIONS = ("max_time", "timeout", "success_timeout", "retry_delay")
 
 
-def load_config(workdir: Path) -> tuple[dict[str, Any], str | None]:
-    """Settings from ``loope.toml`` (or pyproject's ``[tool.loope]``) in ``workdir``, and where they came from."""
-    for name, section in (("loope.toml", None), ("pyproject.toml", ("tool", "loope"))):
-        path = workdir / name
-        if not path.is_file():
-            continue
-        try:
-            data: Any = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise LoopeError(f"{path}: not valid TOML ({exc}); fix the file or move it aside") from None
-        if section:
-            for key in section:
-                data = data.get(key, {}) if isinstance(data, dict) else {}
-            if not data:
-                continue
-        return dict(data), str(path)
-    return {}, None
-
-
 def _normalize(layer: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in layer.items():
@@ -351,14 +332,17 @@ def build_spec(
 
 
 def _dry_run(layers: Mapping[str, Any]) -> dict[str, Any]:
-    real = [*(layers.get("race") or [layers.get("implementer", "claude")]), *(layers.get("reviewers", ["codex"]) or [])]
+    real = [
+        *(layers.get("race") or [layers.get("implementer", IMPLEMENTER)]),
+        *(layers.get("reviewers", REVIEWERS) or []),
+    ]
     real += [layers[role] for role in ("designer", "verifier", "critic") if layers.get(role)]
     stubbed: dict[str, Any] = {
         "dry_run_agents": list(dict.fromkeys(str(a) for a in real)),
         "implementer": "stub",
         "race": ["stub"] * len(layers.get("race") or []),
         # One stub step per configured reviewer: the dry run checks the real roster's shape.
-        "reviewers": ["stub"] * len(layers.get("reviewers", ["codex"]) or []),
+        "reviewers": ["stub"] * len(layers.get("reviewers", REVIEWERS) or []),
     }
     for role in ("designer", "verifier", "critic"):
         if layers.get(role):

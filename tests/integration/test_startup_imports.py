@@ -42,21 +42,21 @@ SAYS = {
     "adapters": "claude",
     "doctor": "sandbox",
 }
-# What a command may still need: the store's database, the adapters themselves (and the processes that
-# ask an installed one its version); doctor validates the project's configuration (a spec) and checks the
-# sandbox and the overlay file system.
+# What a command may still need: the store's database; what the adapters are (their catalog, not their
+# code: no agent CLI is installed here, so there is no version to ask); doctor checks the sandbox and
+# the overlay file system by running programs. A project with no settings has no spec to build.
 # And what a command imports no more than that: with no run running, status reads no run's events.
 ALSO_NOT = {"status of every running run": {"loope.records.runview", "loope.records.state_file"}}
 STORE = {"sqlite3", "loope.store"}
-ADAPTERS = {"loope.agents", "subprocess", "concurrent", "tempfile"}
+CATALOG = {"loope.agents", "loope.agents.catalog", "loope.agents.registry", "loope.agents.inspect"}
 ALLOWED = {
     "status": STORE,
     "status of every running run": STORE,
-    "adapters": ADAPTERS,
+    "adapters": CATALOG,
     "doctor": {
-        *ADAPTERS,
-        "pydantic",
-        "loope.spec",
+        *CATALOG,
+        "subprocess",
+        "tempfile",
         "loope.sandbox",
         "ctypes",
         "loope.workspace.git",
@@ -102,4 +102,35 @@ def test_a_read_only_command_imports_none_of_the_run_machinery(finished, name):
     assert SAYS[name].format(run=run) in done.stdout + said
     top = {m.split(".")[0] for m in modules} | modules
     assert sorted((set(HEAVY) - ALLOWED.get(name, set()) | ALSO_NOT.get(name, set())) & top) == [], done.stdout
+    assert sorted(m for m in modules if m.startswith("loope.agents.") and m not in ALLOWED.get(name, ())) == []
     assert "ctypes.util" not in modules  # find_library runs `ldconfig -p`
+
+
+# Exits at the first program the command starts (a check's, or an agent's), saying what was imported by then.
+FIRST_PROGRAM = """
+import json, os, sys
+def at_first_program(event, args):
+    if event in ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork"):
+        sys.stderr.write("FIRST " + json.dumps([str(args[0]), sorted(sys.modules)]))
+        sys.stderr.flush()
+        os._exit(0)
+sys.addaudithook(at_first_program)
+from loope.cli.main import run_cli
+run_cli(json.loads(sys.argv[1]))
+"""
+
+
+def test_doctor_imports_no_adapter_and_no_spec_before_it_runs_its_first_program(finished, tmp_path):
+    fake = tmp_path / "bin" / "claude"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 2.0.0\n")
+    fake.chmod(0o755)
+    # An installed agent CLI (asked its version) and a missing one: neither loads its adapter first.
+    env = {**os.environ, "PATH": f"{fake.parent}:/usr/bin:/bin"}
+    probe = [sys.executable, "-c", FIRST_PROGRAM, json.dumps(["doctor"])]
+    done = subprocess.run(probe, cwd=finished.path, env=env, capture_output=True, text=True, check=False)
+    program, modules = json.loads(done.stderr.rpartition("FIRST ")[2])
+    assert program == str(fake)  # the agents are checked first
+    assert sorted(m for m in modules if m.split(".")[0] in ("pydantic", "yaml", "rich", "sqlite3", "asyncio")) == []
+    assert sorted(m for m in modules if m.startswith(("loope.spec", "loope.engine", "loope.store"))) == []
+    assert sorted(m for m in modules if m.startswith("loope.agents.") and m not in CATALOG) == []

@@ -10,7 +10,8 @@ import json
 import shlex
 from pathlib import Path
 
-from loope.agents.kiro import READ_TOOLS, KiroAgent
+from loope.agents.catalog import KIRO_READ_TOOLS
+from loope.agents.kiro import KiroAgent
 from tests.unit.adapter_fakes import FIXTURES, actions, make_request, messages, run_agent
 
 
@@ -45,7 +46,7 @@ def test_argv_for_writers_readers_and_a_model(tmp_path):
         "--",
         request.prompt,
     ]
-    assert f"--trust-tools={READ_TOOLS}" in read
+    assert f"--trust-tools={KIRO_READ_TOOLS}" in read
     assert "--trust-all-tools" not in read
 
 

@@ -16,7 +16,8 @@ def test_every_registered_adapter_imports_with_a_complete_info(name):
     cls = registry.adapter_class(name)
     info = registry.info(name)
 
-    assert info.name == name
+    assert cls.info is info  # what `loope adapters` reads without loading the adapter is what it runs with
+    assert info.name == name == cls.name
     assert info.install.strip()
     assert info.read_only.strip()
     assert info.summary.strip()

@@ -11,7 +11,8 @@ import shlex
 import pytest
 
 from loope.agents import registry
-from loope.agents.codex import DEFAULT_PRICE, CodexAgent
+from loope.agents.catalog import CODEX_DEFAULT_PRICE
+from loope.agents.codex import CodexAgent
 from loope.agents.pricing import price_for
 from tests.unit.adapter_fakes import (
     FIXTURES,
@@ -138,7 +139,7 @@ def test_shell_fix_events_message_tokens_and_estimated_cost(tmp_path):
     assert (result.input_tokens, result.output_tokens) == (200, 40)
     # No model named anywhere: priced at the table's codex entry, and flagged as an estimate.
     assert result.model is None
-    assert result.cost_usd == priced(DEFAULT_PRICE, 200, 40)
+    assert result.cost_usd == priced(CODEX_DEFAULT_PRICE, 200, 40)
     assert result.cost_usd > 0
     assert result.cost_estimated is True
     assert result.last_action == f"run {SHELL_FIX}"
@@ -202,7 +203,7 @@ def test_a_model_the_price_table_does_not_know_is_priced_at_the_default_entry(tm
     result, _ = replay(CodexAgent, tmp_path, "codex-reviewer.jsonl", model="some-model")
 
     assert result.model == "some-model"
-    assert result.cost_usd == priced(DEFAULT_PRICE, 100, 20)
+    assert result.cost_usd == priced(CODEX_DEFAULT_PRICE, 100, 20)
     assert result.cost_estimated is True
 
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.base import Action, AgentEvent, AgentRequest
+from loope.agents.catalog import INFO, AdapterInfo
 from loope.agents.jsonl import as_dict, json_object, reported_cost
 from loope.agents.message import bounded
 from loope.agents.process import ProcessAgent, Session
@@ -66,25 +67,7 @@ class AiderAgent(ProcessAgent[AiderSession]):
     home_state = (".aider", ".aider.chat.history.md", ".aider.input.history", ".cache/aider")
     transcript_name = "transcript.log"
     prompt_on_stdin = False
-    info: ClassVar[AdapterInfo] = AdapterInfo(
-        name="aider",
-        binary="aider",
-        install="python -m pip install aider-install && aider-install  (or: uv tool install aider-chat)",
-        read_only=(
-            "enforced: read roles run with --chat-mode ask --dry-run (no edit blocks, no file writes);"
-            " aider never runs shell commands here; loope also undoes any change a reader leaves"
-        ),
-        cost_source="reported (--analytics-log cost); estimated from its tokens when aider does not know the price",
-        summary="Aider with --message; text transcript plus its analytics log; give a model: aider:<litellm model>",
-        auth_env=(
-            "OPENAI_API_KEY",
-            "ANTHROPIC_API_KEY",
-            "GEMINI_API_KEY",
-            "OPENROUTER_API_KEY",
-            "DEEPSEEK_API_KEY",
-        ),
-        login_files=(".aider.conf.yml",),
-    )
+    info: ClassVar[AdapterInfo] = INFO["aider"]
 
     def argv(self, request: AgentRequest) -> list[str]:
         step = request.step_dir

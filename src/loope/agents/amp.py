@@ -21,7 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.base import AgentEvent, AgentRequest
+from loope.agents.catalog import INFO, AdapterInfo
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict, assistant_blocks, tool_errors
 from loope.text import count as as_int
 from loope.text import one_line
@@ -48,19 +49,7 @@ class AmpAgent(StreamAgent[StreamSession]):
     home_state = (".config/amp", ".local/share/amp", ".cache/amp")
     home_config = ("settings.json", "AGENTS.md")
     product = "Amp"
-    info: ClassVar[AdapterInfo] = AdapterInfo(
-        name="amp",
-        binary="amp",
-        install="npm install -g @sourcegraph/amp",
-        read_only=(
-            "enforced through settings: read roles run with a private AMP_SETTINGS_FILE whose amp.tools.disable"
-            " removes edit_file, create_file, undo_edit, Bash and Task; loope also undoes any change a reader leaves"
-        ),
-        cost_source="none: amp reports tokens but neither cost nor model (`amp usage` shows the credits spent)",
-        summary="Amp in execute mode; Claude-style stream-json; amp:<mode> picks the agent mode (low..ultra)",
-        auth_env=("AMP_API_KEY",),
-        login_files=(".local/share/amp/secrets.json",),
-    )
+    info: ClassVar[AdapterInfo] = INFO["amp"]
 
     def argv(self, request: AgentRequest) -> list[str]:
         argv = [self.binary(), "-x", request.prompt, "--stream-json"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
+from loope.agents.catalog import AdapterInfo
 from loope.enums import Role
 
 if TYPE_CHECKING:
@@ -183,22 +184,3 @@ class Agent(Protocol):
         ...
 
     def run(self, request: AgentRequest) -> AgentResult: ...
-
-
-@dataclass(frozen=True)
-class AdapterInfo:
-    """What ``loope adapters`` shows about an adapter."""
-
-    name: str
-    binary: str | None
-    install: str
-    read_only: str
-    """How read-only roles are enforced, or why they cannot be."""
-    cost_source: str
-    """"reported" when the CLI reports USD, "estimated" from token counts, or "none"."""
-    summary: str = ""
-    auth_env: tuple[str, ...] = ()
-    """Environment variables any one of which is a usable credential."""
-    login_files: tuple[str, ...] = ()
-    """Files (under the home directory) a logged-in CLI keeps its credentials in."""
-    version_args: tuple[str, ...] = ("--version",)

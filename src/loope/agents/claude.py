@@ -17,7 +17,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.base import AgentEvent, AgentRequest
+from loope.agents.catalog import INFO, AdapterInfo
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, assistant_blocks
 from loope.agents.setback import Setback, limit, parse_reset, transient
 from loope.proc import ProcResult
@@ -65,19 +66,7 @@ class ClaudeAgent(StreamAgent[StreamSession]):
     home_config_keys = (  # MCP servers of every session, and what each project allows and trusts
         (".claude.json", ("mcpServers", *(f"projects.*.{key}" for key in _PROJECT_CONFIG))),
     )
-    info: ClassVar[AdapterInfo] = AdapterInfo(
-        name="claude",
-        binary="claude",
-        install="npm install -g @anthropic-ai/claude-code",
-        read_only=(
-            "enforced: read roles run with --permission-mode plan (Claude Code refuses edits and"
-            " commands that are not read-only); loope also undoes any change a reader leaves"
-        ),
-        cost_source="reported (total_cost_usd)",
-        summary="Claude Code in print mode; stream-json events, reported cost, --max-budget-usd per step",
-        auth_env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
-        login_files=("$CLAUDE_CONFIG_DIR/.credentials.json", ".claude/.credentials.json", ".claude.json"),
-    )
+    info: ClassVar[AdapterInfo] = INFO["claude"]
 
     # -- the command --------------------------------------------------------------------------
 

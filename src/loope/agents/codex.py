@@ -36,16 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.base import Action, AgentEvent, AgentRequest
+from loope.agents.catalog import CODEX_DEFAULT_PRICE, INFO, AdapterInfo
 from loope.agents.codex_sandbox import own_sandbox_in_use, sandbox_problem
 from loope.agents.jsonl import StreamAgent, StreamSession, api_error, as_dict, detail_from
 from loope.agents.pricing import estimate
 from loope.proc import ProcResult
 from loope.text import count as as_int
 from loope.text import one_line
-
-DEFAULT_PRICE = "codex"
-"""The price-table entry for a model loope cannot name (codex's own default, or one the table lacks)."""
 
 _SANDBOX_FLAGS = ("-s", "--sandbox", "--dangerously-bypass-approvals-and-sandbox")
 _MODEL_FLAGS = ("-m", "--model")
@@ -75,22 +73,7 @@ class CodexAgent(StreamAgent[CodexSession]):
     home_state = (".codex",)
     session_state = ("sessions",)
     home_config = ("config.toml", "AGENTS.md", "AGENTS.override.md", "prompts")
-    info: ClassVar[AdapterInfo] = AdapterInfo(
-        name="codex",
-        binary="codex",
-        install="npm install -g @openai/codex",
-        read_only=(
-            "enforced: --sandbox read-only (codex's sandbox refuses writes by commands and patches) unless"
-            " [agents.codex] args choose another sandbox; loope also undoes any change a reader leaves"
-        ),
-        cost_source=(
-            "estimated from tokens (codex reports no USD); a model loope cannot name is priced as"
-            f" the {DEFAULT_PRICE!r} entry of the price table"
-        ),
-        summary="Codex CLI's `exec` command; JSON events, --sandbox workspace-write for writers, prompt on stdin",
-        auth_env=("OPENAI_API_KEY", "CODEX_API_KEY"),
-        login_files=(".codex/auth.json",),
-    )
+    info: ClassVar[AdapterInfo] = INFO["codex"]
 
     # -- the command --------------------------------------------------------------------------
 
@@ -176,7 +159,7 @@ class CodexAgent(StreamAgent[CodexSession]):
     def cost(self, session: CodexSession) -> tuple[float, bool]:
 
         usd = None
-        for model in (session.model, DEFAULT_PRICE):
+        for model in (session.model, CODEX_DEFAULT_PRICE):
             usd = estimate(model, session.input_tokens, session.output_tokens, self.options) if model else None
             if usd is not None:
                 break

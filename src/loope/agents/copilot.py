@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.base import AgentEvent, AgentRequest
+from loope.agents.catalog import INFO, AdapterInfo
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict
 from loope.proc import ProcResult
 from loope.text import count as as_int
@@ -55,19 +56,7 @@ class CopilotAgent(StreamAgent[CopilotSession]):
     home_env = ("COPILOT_HOME",)
     home_state = (".copilot", ".cache/copilot")
     home_config = ("config.json", "mcp-config.json")
-    info: ClassVar[AdapterInfo] = AdapterInfo(
-        name="copilot",
-        binary="copilot",
-        install="npm install -g @github/copilot",
-        read_only=(
-            "enforced: read roles run with --deny-tool=write --deny-tool=shell (a denial wins over"
-            " --allow-all-tools); loope also undoes any change a reader leaves"
-        ),
-        cost_source="estimated from the tokens in --usage-output-file (Copilot bills premium requests, not USD)",
-        summary="GitHub Copilot CLI in prompt mode; JSONL events, token counts from --usage-output-file",
-        auth_env=("COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_PROVIDER_BASE_URL"),
-        login_files=(".copilot/config.json",),
-    )
+    info: ClassVar[AdapterInfo] = INFO["copilot"]
 
     def argv(self, request: AgentRequest) -> list[str]:
         argv = [self.binary(), "-p", request.prompt, "--output-format", "json", "--allow-all-tools"]

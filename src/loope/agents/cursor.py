@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.base import AgentEvent, AgentRequest
+from loope.agents.catalog import INFO, AdapterInfo
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict
 from loope.text import count as as_int
 from loope.text import one_line
@@ -42,20 +43,7 @@ class CursorAgent(StreamAgent[StreamSession]):
     home_env = ("CURSOR_CONFIG_DIR",)
     home_state = (".cursor", ".config/cursor", ".cache/cursor")
     home_config = ("cli-config.json", "mcp.json")
-    alternate_binaries = ("agent",)
-    info: ClassVar[AdapterInfo] = AdapterInfo(
-        name="cursor",
-        binary="cursor-agent",
-        install="curl https://cursor.com/install -fsS | bash",
-        read_only=(
-            "enforced: read roles run with --mode plan, in which cursor-agent refuses to write files"
-            " (Cursor's documented behaviour, not tested here); loope also undoes any change a reader leaves"
-        ),
-        cost_source="estimated from the token counts cursor-agent reports (it reports no cost)",
-        summary="Cursor's CLI agent in print mode; stream-json events, --force for writers",
-        auth_env=("CURSOR_API_KEY",),
-        login_files=(".cursor/cli-config.json", ".config/cursor/auth.json"),
-    )
+    info: ClassVar[AdapterInfo] = INFO["cursor"]
 
     def argv(self, request: AgentRequest) -> list[str]:
         argv = [self.binary(), "--print", "--output-format", "stream-json", "--trust"]

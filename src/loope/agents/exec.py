@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
-from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.base import Action, AgentEvent, AgentRequest
+from loope.agents.catalog import INFO, AdapterInfo
 from loope.agents.jsonl import json_object
 from loope.agents.process import ProcessAgent, Session
 from loope.agents.setback import Setback, limit, parse_reset, transient
@@ -30,14 +31,7 @@ class ExecAgent(ProcessAgent[Session]):
     session_type = Session
     name = "exec"
     transcript_name = "transcript.log"
-    info: ClassVar[AdapterInfo] = AdapterInfo(
-        name="exec",
-        binary=None,
-        install="nothing to install: exec:<command> runs your own program",
-        read_only="not enforced: your command receives LOOPE_MODE=read and is trusted to honour it",
-        cost_source="reported through usage lines, else none",
-        summary="your own command; prompt on stdin, LOOPE_* variables, JSON event lines",
-    )
+    info: ClassVar[AdapterInfo] = INFO["exec"]
 
     def __init__(self, command: str, *, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(None, options=options)

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.base import AgentEvent, AgentRequest
+from loope.agents.catalog import INFO, AdapterInfo
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, api_error, as_dict, detail_from
 from loope.proc import ProcResult
 from loope.text import count as as_int
@@ -55,25 +56,7 @@ class GeminiAgent(StreamAgent[StreamSession]):
     home_env = ("GEMINI_CLI_HOME",)
     home_state = (".gemini",)
     home_config = ("settings.json", "GEMINI.md", "commands", "extensions")
-    info: ClassVar[AdapterInfo] = AdapterInfo(
-        name="gemini",
-        binary="gemini",
-        install="npm install -g @google/gemini-cli",
-        read_only=(
-            "enforced: read roles run with --approval-mode default, where headless gemini is offered only"
-            " its read-only tools (no edit, write or shell); loope also undoes any change a reader leaves"
-        ),
-        cost_source="estimated from the token counts gemini reports (it reports no cost)",
-        summary="Gemini CLI in headless mode; stream-json events, --approval-mode yolo for writers",
-        auth_env=(
-            "GEMINI_API_KEY",
-            "GOOGLE_API_KEY",
-            "GOOGLE_GENAI_USE_VERTEXAI",
-            "GOOGLE_GENAI_USE_GCA",
-            "GOOGLE_APPLICATION_CREDENTIALS",
-        ),
-        login_files=(".gemini/oauth_creds.json", ".gemini/.env"),
-    )
+    info: ClassVar[AdapterInfo] = INFO["gemini"]
 
     def argv(self, request: AgentRequest) -> list[str]:
         # --prompt=<text> keeps a prompt that starts with "-" from being read as a flag.

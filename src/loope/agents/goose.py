@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.base import AgentEvent, AgentRequest
+from loope.agents.catalog import INFO, AdapterInfo
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict, reported_cost
 from loope.text import count as as_int
 from loope.text import one_line
@@ -44,28 +45,7 @@ class GooseAgent(StreamAgent[StreamSession]):
     home_env = ("GOOSE_PATH_ROOT",)
     home_state = (".config/goose", ".local/share/goose", ".local/state/goose")
     home_config = ("config.yaml", ".goosehints")
-    info: ClassVar[AdapterInfo] = AdapterInfo(
-        name="goose",
-        binary="goose",
-        install=(
-            "curl -fsSL https://github.com/block/goose/releases/download/stable/download_cli.sh"
-            " | CONFIGURE=false bash  (or: brew install block-goose-cli)"
-        ),
-        read_only=(
-            "enforced: read roles run with GOOSE_MODE=chat, where goose calls no tools at all (it cannot open"
-            " files either; it reviews the diff in its prompt)"
-        ),
-        cost_source="reported (complete.cost_usd) when goose gives it; else estimated from its token counts",
-        summary="goose `run` with stream-json events; goose:<provider>/<model> or goose:<model>",
-        auth_env=(
-            "ANTHROPIC_API_KEY",
-            "OPENAI_API_KEY",
-            "OPENROUTER_API_KEY",
-            "GOOGLE_API_KEY",
-            "DATABRICKS_TOKEN",
-        ),
-        login_files=(".config/goose/config.yaml", ".config/goose/secrets.yaml"),
-    )
+    info: ClassVar[AdapterInfo] = INFO["goose"]
 
     def argv(self, request: AgentRequest) -> list[str]:
         argv = [self.binary(), "run", "--no-session", "--output-format", "stream-json"]

@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from loope.agents.base import Action, AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.base import Action, AgentEvent, AgentRequest
+from loope.agents.catalog import INFO, KIRO_READ_TOOLS, AdapterInfo
 from loope.agents.jsonl import relative_path
 from loope.agents.message import MessageText
 from loope.agents.process import ProcessAgent, Session
@@ -35,7 +36,6 @@ _HEADERS: tuple[tuple[re.Pattern[str], Action], ...] = (
 )
 _STATUS = re.compile(r"^\s*[✓✔✗✘❌●]")
 _CREDITS = re.compile(r"Credits:\s*([0-9.]+)")
-READ_TOOLS = "read,grep,glob"
 
 
 @dataclass
@@ -54,23 +54,11 @@ class KiroAgent(ProcessAgent[KiroSession]):
     home_state = (".kiro", ".local/share/kiro-cli", ".aws/sso/cache")
     transcript_name = "transcript.log"
     prompt_on_stdin = False
-    info: ClassVar[AdapterInfo] = AdapterInfo(
-        name="kiro",
-        binary="kiro-cli",
-        install="curl -fsSL https://cli.kiro.dev/install | bash",
-        read_only=(
-            f"partly enforced: read roles trust only {READ_TOOLS} (--trust-tools); whether headless kiro-cli"
-            " denies or waits on an untrusted tool is not established; loope undoes any change a reader leaves"
-        ),
-        cost_source="none: kiro-cli reports credits (shown as a message), not tokens or USD",
-        summary="Kiro CLI non-interactive chat; plain-text transcript, success proven by the credits trailer",
-        auth_env=("KIRO_API_KEY",),
-        login_files=(".local/share/kiro-cli/data.sqlite3",),
-    )
+    info: ClassVar[AdapterInfo] = INFO["kiro"]
 
     def argv(self, request: AgentRequest) -> list[str]:
         argv = [self.binary(), "chat", "--no-interactive", "--wrap", "never"]
-        argv.append("--trust-all-tools" if request.mode == "write" else f"--trust-tools={READ_TOOLS}")
+        argv.append("--trust-all-tools" if request.mode == "write" else f"--trust-tools={KIRO_READ_TOOLS}")
         if self.model:
             argv += ["--model", self.model]
         return [*argv, *self.extra_args(), "--", request.prompt]

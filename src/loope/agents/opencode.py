@@ -17,7 +17,8 @@ import json
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.base import AgentEvent, AgentRequest
+from loope.agents.catalog import INFO, AdapterInfo
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, as_dict, reported_cost
 from loope.text import count as as_int
 from loope.text import one_line
@@ -45,27 +46,7 @@ class OpenCodeAgent(StreamAgent[StreamSession]):
     home_state = (".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode")
     home_config = ("opencode.json", "opencode.jsonc", "config.json", "AGENTS.md", "agent", "command", "plugin")
     product = "OpenCode"
-    info: ClassVar[AdapterInfo] = AdapterInfo(
-        name="opencode",
-        binary="opencode",
-        install="npm install -g opencode-ai",
-        read_only=(
-            'enforced: read roles run with OPENCODE_PERMISSION={"edit":"deny","bash":"deny"}, which takes the'
-            " edit, write, patch and bash tools away; loope also undoes any change a reader leaves"
-        ),
-        cost_source="reported (step_finish cost); estimated from tokens when opencode does not know the price",
-        summary="OpenCode's `run` command; JSON events, --auto for writers, use opencode:<provider>/<model>",
-        auth_env=(
-            "ANTHROPIC_API_KEY",
-            "OPENAI_API_KEY",
-            "OPENROUTER_API_KEY",
-            "GEMINI_API_KEY",
-            "GOOGLE_GENERATIVE_AI_API_KEY",
-            "GROQ_API_KEY",
-            "OPENCODE_API_KEY",
-        ),
-        login_files=(".local/share/opencode/auth.json",),
-    )
+    info: ClassVar[AdapterInfo] = INFO["opencode"]
 
     def argv(self, request: AgentRequest) -> list[str]:
         argv = [self.binary(), "run", "--format", "json"]

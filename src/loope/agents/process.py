@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
-from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
+from loope.agents import catalog
+from loope.agents.base import AgentEvent, AgentRequest, AgentResult
+from loope.agents.catalog import AdapterInfo
 from loope.agents.config_seal import seal_for, state_dir_files, state_paths
 from loope.agents.failure import explain
 from loope.agents.message import MessageText, bounded
@@ -27,7 +27,6 @@ from loope.records.atomic import write_text
 from loope.streams import split_lines
 from loope.text import last_line
 
-_ENV_SAFE = re.compile(r"[^A-Z0-9]+")
 ARGUMENT_PROMPT_LIMIT = 100_000
 """Bytes of prompt that may travel as one argument (Linux refuses a single argument over 128 KiB)."""
 
@@ -85,8 +84,6 @@ class ProcessAgent(Generic[S]):
     whatever a step changes there is put back (``config_seal``)."""
     home_config_keys: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
     """Keys of state files the CLI rewrites itself (under HOME, or ``home_env``'s dir) that are configuration too."""
-    alternate_binaries: ClassVar[tuple[str, ...]] = ()
-    """Other names the CLI is installed under (cursor: ``cursor-agent`` or ``agent``)."""
 
     def __init__(self, model: str | None = None, *, options: Mapping[str, Any] | None = None) -> None:
         self.model = model
@@ -146,15 +143,11 @@ class ProcessAgent(Generic[S]):
 
     @classmethod
     def binary_env_var(cls) -> str:
-        return f"LOOPE_{_ENV_SAFE.sub('_', cls.name.upper())}_BIN"
+        return catalog.binary_env_var(cls.name)
 
     def binary(self) -> str:
         """The program to run: loope.toml's ``bin``, else ``LOOPE_<NAME>_BIN``, else the first installed name."""
-        configured = str(self.options.get("bin") or os.environ.get(self.binary_env_var()) or "").strip()
-        if configured:  # a blank setting (LOOPE_CLAUDE_BIN= ) is no setting
-            return configured
-        names = [str(self.info.binary), *self.alternate_binaries]
-        return next((name for name in names if shutil.which(name)), names[0])
+        return catalog.program(self.info, self.options)
 
     def extra_args(self) -> list[str]:
         return [str(a) for a in self.options.get("args", [])]
@@ -249,15 +242,7 @@ class ProcessAgent(Generic[S]):
 
     def preflight(self, workdir: Path) -> str | None:
         """Why the program cannot run, checked before a run writes anything; None when it can."""
-        program = self.binary()
-        if os.sep in program:
-            path = Path(program).expanduser()
-            if (path if path.is_absolute() else workdir / path).exists():
-                return None
-            return f"{self.name}: {program} does not exist; fix [agents.{self.name}] bin or {self.binary_env_var()}"
-        if shutil.which(program):
-            return None
-        return f"{self.name} is not installed ({program} not found on PATH); install it with: {self.info.install}"
+        return catalog.program_problem(self.info, self.binary(), workdir)
 
     def _result(self, proc: ProcResult, session: S, request: AgentRequest) -> AgentResult:
         setback: Setback | None = None

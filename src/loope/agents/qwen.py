@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest
+from loope.agents.base import AgentEvent, AgentRequest
+from loope.agents.catalog import INFO, AdapterInfo
 from loope.agents.jsonl import StreamAgent, StreamSession, ToolTable, api_error, as_dict, assistant_blocks, tool_errors
 from loope.proc import ProcResult
 from loope.text import count as as_int
@@ -48,19 +49,7 @@ class QwenAgent(StreamAgent[StreamSession]):
     product = "Qwen Code"
     home_env = ("QWEN_HOME",)
     home_state = (".qwen",)
-    info: ClassVar[AdapterInfo] = AdapterInfo(
-        name="qwen",
-        binary="qwen",
-        install="npm install -g @qwen-code/qwen-code  (needs node >= 22)",
-        read_only=(
-            "enforced: read roles run with --approval-mode default, where headless qwen is offered no edit,"
-            " write or shell tool; loope also undoes any change a reader leaves"
-        ),
-        cost_source="estimated from the token counts qwen reports (it reports no cost)",
-        summary="Qwen Code in headless mode; Claude-style stream-json, --approval-mode yolo for writers",
-        auth_env=("OPENAI_API_KEY", "DASHSCOPE_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"),
-        login_files=(".qwen/oauth_creds.json", ".qwen/settings.json"),
-    )
+    info: ClassVar[AdapterInfo] = INFO["qwen"]
 
     def argv(self, request: AgentRequest) -> list[str]:
         mode = "yolo" if request.mode == "write" else "default"

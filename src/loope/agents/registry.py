@@ -1,17 +1,18 @@
-"""Adapters by name. Built-in adapters load lazily, so startup pays only for the ones a run uses."""
+"""Adapters by name. Built-in adapters load lazily, so startup pays only for the ones a run uses; what
+each one is (its ``info``) reads from the catalog without loading it."""
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loope.agents.acp.agent import AcpAgent
-from loope.agents.base import AdapterInfo, Agent
-from loope.agents.exec import ExecAgent
+from loope.agents.catalog import INFO, AdapterInfo
 from loope.errors import LoopeError
+
+if TYPE_CHECKING:
+    from loope.agents.base import Agent
 
 _ADAPTERS: dict[str, str] = {
     "claude": "loope.agents.claude:ClaudeAgent",
@@ -30,6 +31,8 @@ _ADAPTERS: dict[str, str] = {
     "gemini-acp": "loope.agents.acp.agent:GeminiAcpAgent",
     "stub": "loope.agents.stub:StubAgent",
 }
+_OWN_COMMAND: dict[str, str] = {"exec": "loope.agents.exec:ExecAgent", "acp": "loope.agents.acp.agent:AcpAgent"}
+"""Adapters that run the user's own command (``exec:<command>``, ``acp:<command>``)."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class AgentSpec:
 
 def known() -> list[str]:
     """Every adapter name, ``exec`` and ``acp`` included."""
-    return sorted([*_ADAPTERS, "exec", "acp"])
+    return sorted([*_ADAPTERS, *_OWN_COMMAND])
 
 
 def parse(spec: str) -> AgentSpec:
@@ -69,6 +72,8 @@ def parse(spec: str) -> AgentSpec:
     name, _, model = text.partition(":")
     name = name.strip().lower()
     if name not in _ADAPTERS:
+        import difflib  # an unknown name only
+
         close = difflib.get_close_matches(name, known(), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise LoopeError(
@@ -79,17 +84,13 @@ def parse(spec: str) -> AgentSpec:
 
 
 def adapter_class(name: str) -> Any:
-    if name == "exec":
-        return ExecAgent
-    if name == "acp":
-        return AcpAgent
-    module, _, cls = _ADAPTERS[name].partition(":")
+    module, _, cls = (_ADAPTERS.get(name) or _OWN_COMMAND[name]).partition(":")
     return getattr(importlib.import_module(module), cls)
 
 
 def info(name: str) -> AdapterInfo:
-    info_: AdapterInfo = adapter_class(name).info
-    return info_
+    """What ``loope adapters`` shows about ``name``, its module left unloaded."""
+    return INFO[name]
 
 
 def create(spec: AgentSpec, options: Mapping[str, Any] | None = None) -> Agent:

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loope.agents.base import AdapterInfo, AgentEvent, AgentRequest, AgentResult
+from loope.agents.base import AgentEvent, AgentRequest, AgentResult
+from loope.agents.catalog import INFO, AdapterInfo
 from loope.records.atomic import write_text
 
 STUB_FILE = "loope-dry-run.md"
@@ -14,14 +15,7 @@ STUB_FILE = "loope-dry-run.md"
 
 class StubAgent:
     name = "stub"
-    info: ClassVar[AdapterInfo] = AdapterInfo(
-        name="stub",
-        binary=None,
-        install="built in",
-        read_only="enforced: it only writes in write roles",
-        cost_source="none (always $0)",
-        summary="scripted stand-in used by --dry-run",
-    )
+    info: ClassVar[AdapterInfo] = INFO["stub"]
 
     def __init__(self, model: str | None = None, *, options: Mapping[str, Any] | None = None) -> None:
         self.model = model

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 
+from loope import config
 from loope.agents.inspect import Check, diagnose, survey
 from loope.cli.options import project_dir, workdir_option
-from loope.enums import WorkspaceMode
 from loope.errors import EXIT_FAILED
 
 
@@ -39,14 +41,10 @@ def adapters(json_: bool) -> int:
 @click.option("--json", "json_", is_flag=True, help="One JSON object.")
 def doctor(workdir: Path | None, json_: bool) -> int:
     """Check the agents this project is configured to use, and say what to fix."""
-    from loope.spec import build_spec
-
     root = project_dir(workdir)
-    spec = build_spec({"goal": "doctor"}, root)
-    names = [spec.implementer, *spec.reviewers, spec.designer, spec.verifier, spec.critic]
-    options = {name: spec.agent_options(name) for name in spec.agents}
-    agents = diagnose([n for n in dict.fromkeys(names) if n], options, root, sandbox=spec.sandbox)
-    checks = [*agents, _sandbox_check(spec.sandbox), _overlay_check(root, spec.workspace)]
+    names, options, sandbox, workspace = _configured(root)
+    agents = diagnose([n for n in dict.fromkeys(names) if n], options, root, sandbox=sandbox)
+    checks = [*agents, _sandbox_check(sandbox), _overlay_check(root, workspace)]
     if json_:
         click.echo(json.dumps([c.to_dict() for c in checks], indent=2))
     else:
@@ -56,6 +54,22 @@ def doctor(workdir: Path | None, json_: bool) -> int:
             for fix in c.fixes:
                 click.echo(f"      → {fix}")
     return 0 if all(c.ok for c in checks) else EXIT_FAILED
+
+
+def _configured(root: Path) -> tuple[list[str | None], Mapping[str, Any], str, str | None]:
+    """The agents a run here would use, their settings, its sandbox and workspace modes.
+
+    The project's settings are checked as a run checks them (a spec is built); a project with none
+    has the defaults, and no spec to build.
+    """
+    if not config.load_config(root)[0]:
+        return [config.IMPLEMENTER, *config.REVIEWERS], {}, config.SANDBOX, None
+    from loope.spec import build_spec
+
+    spec = build_spec({"goal": "doctor"}, root)
+    names = [spec.implementer, *spec.reviewers, spec.designer, spec.verifier, spec.critic]
+    options = {name: spec.agent_options(name) for name in spec.agents}
+    return names, options, spec.sandbox, spec.workspace
 
 
 def _sandbox_check(mode: str) -> Check:
@@ -69,8 +83,9 @@ def _sandbox_check(mode: str) -> Check:
     return Check("sandbox", works or mode != "on", line, fixes)
 
 
-def _overlay_check(root: Path, mode: WorkspaceMode | None) -> Check:
+def _overlay_check(root: Path, mode: str | None) -> Check:
     """Whether ``--workspace auto`` takes an overlay here (the probe's answer, asked once per machine)."""
+    from loope.enums import WorkspaceMode  # builds loope's enum classes: doctor only, after its first program
     from loope.workspace import overlay
     from loope.workspace.git import toplevel  # loads the workspace layer: doctor only, not `adapters`
 

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from loope.cli.options import project_dir, workdir_option
+from loope.config import load_config
 from loope.errors import LoopeError
 from loope.verify.gate import run_gate
 from loope.verify.metric import measure
@@ -19,7 +20,7 @@ HOOK_STATE = "hook-attempts.json"
 
 
 def _settings(root: Path) -> dict[str, Any]:
-    from loope.spec import _normalize, load_config
+    from loope.spec import _normalize
 
     config, source = load_config(root)
     settings = _normalize(config)

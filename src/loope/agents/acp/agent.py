@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
-import shutil
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from loope import __version__
-from loope.agents.base import AdapterInfo, AgentRequest, AgentResult
+from loope.agents import catalog
+from loope.agents.base import AgentRequest, AgentResult
+from loope.agents.catalog import INFO, AdapterInfo
 from loope.agents.claude import ClaudeAgent
 from loope.agents.claude import sandbox_env as claude_sandbox_env
 from loope.agents.codex import CodexAgent
@@ -33,23 +33,12 @@ from loope.agents.pricing import estimate
 from loope.agents.setback import from_text
 from loope.records.atomic import write_text
 
-_ENV_SAFE = re.compile(r"[^A-Z0-9]+")
-
-GENERIC = AdapterInfo(
-    name="acp",
-    binary=None,
-    install="any agent that speaks ACP on stdio: --implementer 'acp:gemini --experimental-acp'",
-    read_only="loope answers the agent's permission requests: every edit and command refused",
-    cost_source="reported when the agent sends usage_update, else estimated from tokens",
-    summary="any Agent Client Protocol agent (acp:<command>)",
-)
-
 
 class AcpAgent:
     """An ACP agent run by its command line (``acp:<command>``)."""
 
     name: ClassVar[str] = "acp"
-    info: ClassVar[AdapterInfo] = GENERIC
+    info: ClassVar[AdapterInfo] = INFO["acp"]
     launch: ClassVar[tuple[str, ...]] = ()
     """The preset's arguments after the program (``--experimental-acp``)."""
     home_env: ClassVar[tuple[str, ...]] = ()
@@ -82,11 +71,11 @@ class AcpAgent:
 
     @classmethod
     def binary_env_var(cls) -> str:
-        return f"LOOPE_{_ENV_SAFE.sub('_', cls.name.upper())}_BIN"
+        return catalog.binary_env_var(cls.name)
 
     def binary(self) -> str:
         """loope.toml's ``bin``, else ``LOOPE_<NAME>_BIN``, else the preset's program."""
-        return str(self.options.get("bin") or os.environ.get(self.binary_env_var()) or self.info.binary)
+        return catalog.program(self.info, self.options)
 
     def model_args(self) -> list[str]:
         return []
@@ -109,16 +98,12 @@ class AcpAgent:
         if not argv:
             return "acp: needs a command, for example --implementer 'acp:gemini --experimental-acp'"
         program = argv[0]
-        if os.sep in program:
+        if self.command is not None and os.sep in program:
             path = Path(program).expanduser()
-            if (path if path.is_absolute() else workdir / path).exists():
-                return None
-            if self.command is not None:
-                return f"acp: {program} does not exist"
-            return f"{self.name}: {program} does not exist; fix [agents.{self.name}] bin or {self.binary_env_var()}"
-        if shutil.which(program):
-            return None
-        return f"{self.name} is not installed ({program} not found on PATH); install it with: {self.info.install}"
+            return (
+                None if (path if path.is_absolute() else workdir / path).exists() else f"acp: {program} does not exist"
+            )
+        return catalog.program_problem(self.info, program, workdir)
 
     # -- one step ---------------------------------------------------------------------------------
 
@@ -203,16 +188,7 @@ class ClaudeAcpAgent(_Preset):
     session_state = ClaudeAgent.session_state
     home_config = ClaudeAgent.home_config
     home_config_keys = ClaudeAgent.home_config_keys
-    info = AdapterInfo(
-        name="claude-acp",
-        binary="claude-agent-acp",
-        install="npm install -g @zed-industries/claude-agent-acp",
-        read_only=GENERIC.read_only,
-        cost_source="reported (usage_update)",
-        summary="Claude Code over ACP (Zed's claude-agent-acp)",
-        auth_env=("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"),
-        login_files=(".claude/.credentials.json",),
-    )
+    info = INFO["claude-acp"]
 
     def model_env(self) -> dict[str, str]:
         return {"ANTHROPIC_MODEL": self.model} if self.model else {}
@@ -227,16 +203,7 @@ class CodexAcpAgent(_Preset):
     home_state = CodexAgent.home_state
     session_state = CodexAgent.session_state
     home_config = CodexAgent.home_config
-    info = AdapterInfo(
-        name="codex-acp",
-        binary="codex-acp",
-        install="npm install -g @zed-industries/codex-acp",
-        read_only=GENERIC.read_only,
-        cost_source="estimated from tokens",
-        summary="Codex over ACP (Zed's codex-acp)",
-        auth_env=("OPENAI_API_KEY", "CODEX_API_KEY"),
-        login_files=(".codex/auth.json",),
-    )
+    info = INFO["codex-acp"]
 
     def model_args(self) -> list[str]:
         return ["-c", f"model={json.dumps(self.model)}"] if self.model else []
@@ -253,16 +220,7 @@ class GeminiAcpAgent(_Preset):
     home_state = GeminiAgent.home_state
     home_config = GeminiAgent.home_config
     launch = ("--experimental-acp",)
-    info = AdapterInfo(
-        name="gemini-acp",
-        binary="gemini",
-        install="npm install -g @google/gemini-cli",
-        read_only=GENERIC.read_only,
-        cost_source="estimated from tokens",
-        summary="Gemini CLI in its ACP mode (gemini --experimental-acp)",
-        auth_env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-        login_files=(".gemini/oauth_creds.json",),
-    )
+    info = INFO["gemini-acp"]
 
     def model_args(self) -> list[str]:
         return ["--model", self.model] if self.model else []
