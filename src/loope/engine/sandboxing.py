@@ -11,7 +11,6 @@ from loope.sandbox.isolation import Isolation
 from loope.sandbox.layout import Layout
 from loope.verify.confine import BOUNDARY_NAME
 from loope.workspace import fork
-from loope.workspace.git import toplevel
 from loope.workspace.guard import Guard
 from loope.workspace.overlay import overlay_needs
 
@@ -25,7 +24,7 @@ def run_sandbox(run: RunState, choice: Choice, guard: Guard) -> RunSandbox:
         work_tree=workspace.git.work_tree,
         workspace=workspace.path,
         run_dir=run.rundir.root,
-        project=toplevel(spec.workdir) or spec.workdir,
+        project=workspace.user_repo(spec.workdir) or spec.workdir,
         state_file=run.state_file,
         tracked=workspace.tracked_files(),
         protected_patterns=guard.protected_patterns,

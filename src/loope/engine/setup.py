@@ -19,7 +19,6 @@ from loope.records.rundir import RunDir
 from loope.records.space import Reserve, disk_full, full_disk_detail
 from loope.sandbox import Choice
 from loope.spec import LoopSpec
-from loope.workspace.git import toplevel
 from loope.workspace.guard import Guard
 from loope.workspace.workspace import Workspace
 
@@ -143,7 +142,7 @@ def refuse_finished(record: RunRecord) -> None:
 def guard_for(run: RunState) -> Guard:
     """The run's guard, with spec.json and the runner-owned files sealed as they are now."""
     rundir = run.rundir
-    guard = _guard(run, user_repo=toplevel(run.spec.workdir), run_id=rundir.run_id, run_dir=rundir.root)
+    guard = _guard(run, user_repo=run.workspace.user_repo(run.spec.workdir), run_id=rundir.run_id, run_dir=rundir.root)
     run.record.protected_scripts = guard.scripts
     guard.seal(rundir / "spec.json", (rundir / "spec.json").read_bytes())
     for name in RUNNER_FILES:

@@ -50,6 +50,17 @@ _TREE_DIFF = ("-r", "--no-ext-diff", "--no-textconv", "--no-renames")  # never a
 _DRIVER_PROGRAMS = {"filter": ("clean", "smudge", "process"), "diff": ("textconv",)}
 # Variables that could make git run something, or point it at another repository or config.
 _SCRUBBED_PREFIXES = ("GIT_", "SSH_ASKPASS")
+# Commands that never run a filter or diff program, so the repository's driver names need not be read for
+# them (a `git config` process fewer each): they touch refs, objects and the index, never a file's content.
+_NO_DRIVERS = frozenset({
+    "rev-parse", "config", "commit-tree", "update-ref", "write-tree", "ls-tree", "for-each-ref", "symbolic-ref",
+    "check-ref-format", "rev-list", "show-ref", "pack-objects", "index-pack",
+})  # fmt: skip
+# Per command: the only arguments with which it stays clear of programs (an index-only ``update-index``, say).
+_NO_DRIVERS_WITH = {
+    "update-index": frozenset({"--split-index", "--no-split-index", "--index-info", "--force-remove", "--stdin", "-z"}),
+    "ls-files": frozenset({"-z", "--full-name", "--cached", "-c", "--stage", "-s"}),
+}
 
 
 def safe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -79,6 +90,22 @@ class GitError(LoopeError):
 class TreeEntry:
     mode: str
     sha: str
+
+
+def _runs_no_driver(args: Sequence[str]) -> bool:
+    """Whether ``git ARGS`` certainly runs no clean/smudge filter nor textconv, whatever the config says."""
+    if not args:
+        return False
+    command, rest = args[0], args[1:]
+    if command in _NO_DRIVERS:
+        return True
+    if command in _NO_DRIVERS_WITH:
+        return set(rest) <= _NO_DRIVERS_WITH[command]
+    if command == "read-tree":  # with -u (or a merge) it writes the work tree
+        return not any(a.startswith("-") for a in rest)
+    if command in ("cat-file", "diff-tree"):  # programs only when asked for (--filters, --textconv, --ext-diff)
+        return not any(a.startswith(("--filters", "--textconv", "--ext-diff", "--path")) for a in rest)
+    return False
 
 
 def blob_sha(data: bytes) -> str:
@@ -111,8 +138,8 @@ class Git:
         """
         self._drivers = None
 
-    def _driver_overrides(self) -> tuple[str, ...]:
-        if self._drivers is None:
+    def _driver_overrides(self, args: Sequence[str]) -> tuple[str, ...]:
+        if self._drivers is None and not _runs_no_driver(args):
             raw = run_process(
                 safe_command("config", "-z", "--name-only", "--get-regexp", r"^(filter|diff)\."),
                 cwd=self.work_tree,
@@ -127,7 +154,7 @@ class Git:
                     if setting not in overrides:
                         overrides += ["-c", setting]
             self._drivers = tuple(overrides)
-        return self._drivers
+        return self._drivers or ()
 
     def with_env(self, **env: str) -> Git:
         """The same repository with more variables (another index file, say)."""
@@ -139,11 +166,17 @@ class Git:
         value = self._env.get("GIT_INDEX_FILE")
         return Path(value) if value else None
 
+    def index_path(self) -> Path:
+        """The absolute path of the index this client's commands use."""
+        if self.git_dir is not None and self.git_dir.is_absolute() and self.index_file is None:
+            return self.git_dir / "index"  # what `git rev-parse --git-path index` says for a git dir named so
+        return Path(self.out("rev-parse", "--path-format=absolute", "--git-path", "index"))
+
     def run(
         self, *args: str, stdin: bytes | None = None, check: bool = True, env: Mapping[str, str] | None = None
     ) -> ProcResult:
         full_env = {**self._env, **env} if env else self._env
-        argv = safe_command(*args, drivers=self._driver_overrides())
+        argv = safe_command(*args, drivers=self._driver_overrides(args))
         result = run_process(argv, cwd=self.work_tree, env=full_env, stdin=stdin, capture=True)
         if check and not result.ok:
             detail = result.stderr_tail.strip().splitlines()
@@ -166,8 +199,9 @@ class Git:
     def author(self) -> dict[str, str]:
         """The user's git identity (``user.name`` and ``user.email``) as commit variables; loope's when unset."""
         if self._author is None:
-            name = self.run("config", "--get", "user.name", check=False).text.strip()
-            email = self.run("config", "--get", "user.email", check=False).text.strip()
+            found = self.run("config", "-z", "--get-regexp", r"^user\.(name|email)$", check=False).text
+            values = dict(record.partition("\n")[::2] for record in found.split("\0") if record)  # the last one wins
+            name, email = values.get("user.name", "").strip(), values.get("user.email", "").strip()
             self._author = {}
             if name and email:
                 for role in ("AUTHOR", "COMMITTER"):

@@ -63,6 +63,15 @@ def _global_excludes(git: Git) -> Path | None:
     return Path(xdg) / "git" / "ignore"
 
 
+def _exclude_file(git: Git) -> Path | None:
+    """The repository's ``info/exclude``: in the git dir named, unless that is a worktree's (then in its common dir)."""
+    named = git.git_dir
+    if named is not None and named.is_absolute() and not (named / "commondir").exists():
+        return named / "info" / "exclude"
+    exclude = git.run("rev-parse", "--path-format=absolute", "--git-path", "info/exclude", check=False).text.strip()
+    return Path(exclude) if exclude else None
+
+
 def collect(git: Git, tracked: Iterable[str], extra: Iterable[str] = ()) -> list[str]:
     """The rules git applies in ``git``'s work tree right now, lowest precedence first.
 
@@ -70,10 +79,7 @@ def collect(git: Git, tracked: Iterable[str], extra: Iterable[str] = ()) -> list
     ``extra`` rules come last (loope's own directory, say).
     """
     rules: list[str] = []
-    sources = [_global_excludes(git)]
-    exclude = git.run("rev-parse", "--path-format=absolute", "--git-path", "info/exclude", check=False).text.strip()
-    if exclude:
-        sources.append(Path(exclude))
+    sources = [_global_excludes(git), _exclude_file(git)]
     for source in sources:
         if source is not None:
             rules += [r for r in (rebase(line, "") for line in _read_lines(source)) if r]

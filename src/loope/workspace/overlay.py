@@ -24,7 +24,7 @@ from loope.errors import LoopeError
 from loope.proc import run_process
 from loope.records.atomic import write_text
 from loope.workspace import overlayfs
-from loope.workspace.git import Git, safe_command, safe_env
+from loope.workspace.git import Git
 from loope.workspace.loopedir import LOOPE_DIR, ensure_loope_dir
 from loope.workspace.snapshots import SNAPSHOTS_DIR, State, Store
 from loope.workspace.upper import UpperFeed
@@ -32,6 +32,8 @@ from loope.workspace.upper import UpperFeed
 LAYOUT_FILE = "overlay.json"
 UPPER_DIR = "upper"
 _WORK_DIR = "overlay-work"
+_BRANCH = "refs/heads/main"
+"""The shadow repository's branch, which loope's commits move."""
 _hidden: dict[str, dict[str, int]] = {}
 """Per hidden store (this process's view): an O_PATH descriptor for each layer, opened before it was hidden."""
 _standing: dict[str, set[str]] = {}
@@ -63,34 +65,43 @@ def choose(workdir: Path, top: Path | None) -> tuple[WorkspaceMode | None, str |
     return None, f"no overlay workspace here ({reason}); using a worktree"
 
 
-def create(workdir: Path, top: Path, run_dir: Path) -> tuple[Path, Path, str]:
-    """Make ``run_dir``'s overlay workspace over the user's current state: its tree, git dir and base commit."""
+def create(workdir: Path, top: Path, run_dir: Path) -> tuple[Path, Path, str, str]:
+    """Make ``run_dir``'s overlay workspace over the user's current state: its tree, git dir, base and base tree."""
     workdir, run_dir = workdir.absolute(), run_dir.absolute()  # recorded, and used from other directories
     found = probe(workdir)
     if not found.works:
         raise LoopeError(f"--workspace overlay does not work here ({found.reason}); use --workspace worktree")
     store = store_of(workdir)
     git_dir, tree = run_dir / "shadow.git", run_dir / "workspace"
-    run_process(safe_command("init", "-q", "--bare", str(git_dir)), cwd=run_dir, env=safe_env(), capture=True)
     with store.lock(shared=True):  # ``gc`` sees this run's layers as used from before they exist
         state = store.state(top)
         write_text(run_dir / LAYOUT_FILE, json.dumps({"workdir": str(workdir), **vars(state)}, indent=2) + "\n")
+        _init_shadow(git_dir, f"{store.objects().absolute()}\n{store.user_objects()}\n")
         # The layers' index: its stat data matches the merged view, so `git status` there reads no file.
         shutil.copyfile(store.snapshot(state), git_dir / "index")
         _mount(run_dir, workdir, state)
     try:
-        alternates = f"{store.objects().absolute()}\n{store.user_objects()}\n"
-        write_text(git_dir / "objects" / "info" / "alternates", alternates)
         git = Git(tree, git_dir)
-        git.run("config", "core.bare", "false")
         parents = ["-p", state.head] if state.head else []
         base = git.out("commit-tree", state.tree, *parents, "-m", "loope: the workdir as the run started")
-        git.run("update-ref", "HEAD", base)
+        write_text(git_dir / _BRANCH, f"{base}\n")
         write_text(tree / ".git", f"gitdir: {git_dir.absolute()}\n")
     except BaseException:
         unmount(run_dir)
         raise
-    return tree, git_dir, base
+    return tree, git_dir, base, state.tree
+
+
+def _init_shadow(git_dir: Path, alternates: str) -> None:
+    """The run's repository, as ``git init`` would leave it but without a process or the user's template.
+
+    Not bare: its work tree is the merged view (named by loope's commands, and by the tree's ``.git`` file).
+    """
+    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+        (git_dir / sub).mkdir(parents=True, exist_ok=True)
+    write_text(git_dir / "config", "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n")
+    write_text(git_dir / "HEAD", f"ref: {_BRANCH}\n")
+    write_text(git_dir / "objects" / "info" / "alternates", alternates)
 
 
 def mount(run_dir: Path) -> None:

@@ -65,6 +65,13 @@ class Workspace:
     _pending: tuple[str, Comparison] | None = None
     """The tree staged by ``pending`` and how it differs from ``head``, while nothing else touched the index."""
     _compared: dict[tuple[str, str], Comparison] = field(default_factory=dict)
+    _top: tuple[Path | None] | None = None
+
+    def user_repo(self, workdir: Path) -> Path | None:
+        """The top of the user's repository holding ``workdir`` (None outside one), asked of git once."""
+        if self._top is None:
+            self._top = (toplevel(workdir),)
+        return self._top[0]
 
     # -- creating -----------------------------------------------------------------------------
 
@@ -89,6 +96,7 @@ class Workspace:
             ws = cls._in_place(workdir, run_dir)
         ws._own_index(run_dir)
         ws.note = note
+        ws._top = (top,)
         return ws
 
     @classmethod
@@ -127,12 +135,12 @@ class Workspace:
 
     @classmethod
     def _overlay(cls, workdir: Path, top: Path | None, run_dir: Path) -> Workspace:
-
         if top is None:
             raise LoopeError(f"{workdir} is not in a git repository; run `git init` there or use --workspace copy")
-        tree, git_dir, base = overlay.create(workdir, top, run_dir)
+        tree, git_dir, base, base_tree = overlay.create(workdir, top, run_dir)
         path = ensure_loope_dir(tree / workdir.resolve().relative_to(top.resolve())).parent
-        return cls(WorkspaceMode.OVERLAY, path, _confined(tree, git_dir), base, base, git_dir=git_dir, run_dir=run_dir)
+        git = _confined(tree, git_dir)
+        return cls(WorkspaceMode.OVERLAY, path, git, base, base, git_dir=git_dir, run_dir=run_dir, _head_tree=base_tree)
 
     @classmethod
     def _copy(cls, workdir: Path, top: Path | None, run_dir: Path) -> Workspace:
@@ -169,7 +177,7 @@ class Workspace:
         The agent's git commands keep the usual index (``git status`` works for it), but nothing
         it does there (flags, ``git rm``, commits) changes what loope sees.
         """
-        self.mirror = Path(self.git.out("rev-parse", "--path-format=absolute", "--git-path", "index"))
+        self.mirror = self.git.index_path()
         index = (run_dir / INDEX_FILE).absolute()
         shutil.copyfile(self.mirror, index)
         self.git = self.git.with_env(GIT_INDEX_FILE=str(index))
