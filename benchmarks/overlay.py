@@ -11,6 +11,8 @@
 Usage: python benchmarks/overlay.py [--files 20000] [--small 2000] [--repeat 3] [--iterations 10]
                                    [--only mounts,start,iterations,sharing]
 
+Before every sample the disk is synced (untimed), so no sample pays for the writeback of the one
+before it (the floor's 20,000 files, a removed snapshot); each row's spread is printed with it.
 The load average is printed with the table: on a shared machine the floor (`git worktree add`,
 which writes every file) and loope's start (which writes almost nothing) suffer from load
 differently, so compare runs made under similar load.
@@ -90,10 +92,12 @@ def bench_mounts(table: Table, big: Path, root: Path, files: int, repeat: int) -
 
 def dry_run(repo: Path, agent: Path) -> float:
     argv = [*LOOPE, "run", "bench", "--dry-run", "--implementer", f"exec:{agent}", "--no-review", "--quiet"]
+    os.sync()  # no sample pays for the writeback of the one before (nor of a removed snapshot)
     return timed([*argv, "--workspace", "overlay"], repo)
 
 
 def worktree_floor(repo: Path, target: Path) -> float:
+    os.sync()
     started = time.perf_counter()
     sh(["git", "worktree", "add", "-q", "--detach", str(target), "HEAD"], repo)
     sh(["git", "worktree", "remove", "--force", str(target)], repo)
@@ -106,15 +110,24 @@ def bench_start(table: Table, repos: dict[int, Path], repeat: int) -> None:
         layers = repo / ".loope" / "snapshots" / "layers"
         floors, warm, cold = [], [], []
         for i in range(repeat):
-            floors.append(worktree_floor(repo, repo.parent / f"wt-{files}-{i}"))
-            shutil.rmtree(layers, ignore_errors=True)
-            cold.append(dry_run(repo, agent))
-            warm.append(dry_run(repo, agent))
+            # The floor first, then last: neither side always runs right after the other's writes.
+            for sample in ("floor", "loope") if i % 2 == 0 else ("loope", "floor"):
+                if sample == "floor":
+                    floors.append(worktree_floor(repo, repo.parent / f"wt-{files}-{i}"))
+                    continue
+                shutil.rmtree(layers, ignore_errors=True)
+                cold.append(dry_run(repo, agent))
+                warm.append(dry_run(repo, agent))
         f, c, w = median(floors), median(cold), median(warm)
+        print(f"    {files} files, seconds: floor {_spread(floors)}, built {_spread(cold)}, in place {_spread(warm)}")
         table.add(
             f"run start, {files} files, snapshot in place", ms(w), f"worktree add + remove {ms(f)}", w / f, "≤ 0.1x"
         )
         table.add(f"run start, {files} files, snapshot built", ms(c), f"worktree add + remove {ms(f)}", c / f, "≤ 1.1x")
+
+
+def _spread(samples: list[float]) -> str:
+    return f"{median(samples):.2f} ({min(samples):.2f}–{max(samples):.2f})"
 
 
 def bench_iterations(table: Table, repos: dict[int, Path], n: int, repeat: int) -> None:

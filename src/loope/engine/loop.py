@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from loope.agents.base import Agent
 from loope.engine import finish, setup
 from loope.engine.baseline import check_commands, gate_baseline, needs_baseline
 from loope.engine.bus import EventBus
-from loope.engine.candidates import Race
 from loope.engine.decide import IterationDecision, Rules, decide
 from loope.engine.feedback import compose, feedback_key
 from loope.engine.metric_search import MetricSearch
@@ -44,6 +44,9 @@ from loope.verify.success import success_env
 from loope.workspace import safefs
 from loope.workspace.loopedir import LOOPE_DIR
 from loope.workspace.workspace import Workspace
+
+if TYPE_CHECKING:
+    from loope.engine.candidates import Race
 
 
 class Engine:
@@ -141,7 +144,11 @@ class Engine:
         run.sandbox = run_sandbox(run, self.sandbox, self.guard)
         self.steps = StepRunner(run, self.guard)
         self.metric = MetricSearch(run, self.steps, self.guard)
-        self.race = Race.of(run, self.guard, self.agents, self.metric, context=self._context, review=self._review)
+        self.race: Race | None = None
+        if self.agents.candidates:
+            from loope.engine.candidates import Race  # forks, threads and selection: for runs that race candidates
+
+            self.race = Race.of(run, self.guard, self.agents, self.metric, context=self._context, review=self._review)
         self.contract = setup.read_contract(rundir)
         return run
 

@@ -13,13 +13,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from loope.errors import LoopeError
-from loope.notify.command import CommandNotifier
-from loope.notify.delivery import Drain, Queued
-from loope.notify.slack import API_URL_ENV, TOKEN_ENV, SlackNotifier
-from loope.notify.webhook import WebhookNotifier
 
 if TYPE_CHECKING:
     from loope.events import Observer
+    from loope.notify.delivery import Queued
     from loope.store.db import Store
 
 KINDS = ("slack", "webhook", "cmd")
@@ -58,6 +55,7 @@ def parse_specs(specs: list[str]) -> list[NotifySpec]:
 
 
 def _check_slack(text: str, channel: str) -> None:
+    from loope.notify.slack import API_URL_ENV, TOKEN_ENV  # the Slack notifier (and logging): only for slack specs
 
     if any(c.isspace() for c in channel):
         raise LoopeError(f"--notify {text!r}: a Slack channel is a name like #loops or an id like C0123456789")
@@ -89,6 +87,12 @@ def build_notifiers(specs: list[str], *, store: Store) -> list[Observer]:
 
     ``store`` keeps the Slack message's id so a resumed run edits the same message.
     """
+    # Here, not above: the notifiers load urllib.request and logging, which a run without --notify never needs.
+    from loope.notify.command import CommandNotifier
+    from loope.notify.delivery import Drain
+    from loope.notify.slack import TOKEN_ENV, SlackNotifier
+    from loope.notify.webhook import WebhookNotifier
+
     queued: list[Queued] = []  # deliver on a worker thread
     direct: list[Observer] = []  # run on the engine's thread
     for parsed in parse_specs(specs):
