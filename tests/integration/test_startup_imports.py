@@ -45,8 +45,9 @@ SAYS = {
 # What a command may still need: the store's database; what the adapters are (their catalog, not their
 # code: no agent CLI is installed here, so there is no version to ask); doctor checks the sandbox and
 # the overlay file system by running programs. A project with no settings has no spec to build.
-# And what a command imports no more than that: with no run running, status reads no run's events.
-ALSO_NOT = {"status of every running run": {"loope.records.runview", "loope.records.state_file"}}
+# And what a command imports no more than that: with no run running, status reads no run's events;
+# --help asks the terminal its width without shutil (which loads bz2, lzma and zlib).
+ALSO_NOT = {"status of every running run": {"loope.records.runview", "loope.records.state_file"}, "help": {"shutil"}}
 STORE = {"sqlite3", "loope.store"}
 CATALOG = {"loope.agents", "loope.agents.catalog", "loope.agents.registry", "loope.agents.inspect"}
 ALLOWED = {

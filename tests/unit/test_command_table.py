@@ -52,3 +52,13 @@ def test_help_and_an_unknown_command_import_no_command_module() -> None:
     assert codes == [0, 2]
     assert "No such command 'no-such-command'" in done.stderr
     assert [m for m in modules if m.startswith("loope.cli.") and m != "loope.cli.main"] == []
+
+
+@pytest.mark.parametrize("columns", ["40", "100", "200", "0", "wide", None])
+def test_loope_help_is_as_wide_as_clicks_own_would_be(columns: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    ours = cli.make_context("loope", ["--version"], resilient_parsing=True).make_formatter()
+    assert ours.width == click.HelpFormatter().width  # click's own asks shutil.get_terminal_size

@@ -10,14 +10,16 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class AdapterInfo:
-    """What ``loope adapters`` shows about an adapter."""
+class AdapterInfo(NamedTuple):
+    """What ``loope adapters`` shows about an adapter.
+
+    A NamedTuple rather than a frozen dataclass, as the small records of ``adapters`` and ``doctor``
+    are: defining one costs a tenth as much, and these are defined at every start of those commands.
+    """
 
     name: str
     binary: str | None

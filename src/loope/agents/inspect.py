@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from loope.agents import catalog, registry
 from loope.agents.catalog import AdapterInfo
@@ -17,8 +16,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
-class Survey:
+class Survey(NamedTuple):
     name: str
     installed: bool
     binary: str | None
@@ -28,7 +26,7 @@ class Survey:
     install: str
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        return self._asdict()
 
 
 def binary_for(info: AdapterInfo, options: Mapping[str, Any], workdir: Path) -> str | None:
@@ -84,19 +82,17 @@ def in_parallel(work: Callable[[T], R], items: Iterable[T]) -> list[R]:
         return list(pool.map(work, todo))
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(NamedTuple):
     agent: str
     ok: bool
     summary: str
-    fixes: list[str] = field(default_factory=list)
+    fixes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        return self._asdict()
 
 
-@dataclass(frozen=True)
-class _Installed:
+class _Installed(NamedTuple):
     """An agent whose program is there: what is left to check runs it."""
 
     text: str
@@ -111,7 +107,7 @@ def _look(text: str, options: Mapping[str, Any], workdir: Path) -> Check | _Inst
     try:
         spec = registry.parse(text)
     except LoopeError as exc:
-        return Check(text, False, "unknown agent", [exc.message])
+        return Check(text, False, "unknown agent", (exc.message,))
     info, settings = registry.info(spec.name), options.get(spec.name, {})
     if spec.command is None and info.binary is not None:  # a CLI: found or not without loading its adapter
         problem = catalog.program_problem(info, catalog.program(info, settings), workdir)
@@ -120,7 +116,7 @@ def _look(text: str, options: Mapping[str, Any], workdir: Path) -> Check | _Inst
     if problem:
         # Each hint once: the problem may already say how to install it.
         install = info.binary and info.install not in problem
-        return Check(text, False, problem, [f"install it: {info.install}"] if install else [])
+        return Check(text, False, problem, (f"install it: {info.install}",) if install else ())
     if spec.command is not None:
         return Check(text, True, "your own command; found")
     binary = binary_for(info, settings, workdir)
@@ -138,7 +134,7 @@ def _ask(found: _Installed, workdir: Path, sandbox: str) -> Check:
             text,
             False,
             f"{binary} does not run (`{binary} {' '.join(info.version_args)}` failed)",
-            [f"reinstall it: {info.install}"],
+            (f"reinstall it: {info.install}",),
         )
     trouble = _adapter_problem(registry.create(found.spec, found.settings), workdir, sandbox)
     if trouble:
@@ -153,7 +149,7 @@ def _ask(found: _Installed, workdir: Path, sandbox: str) -> Check:
                 text,
                 False,
                 f"{version}; no credentials found",
-                [f"log in with `{info.binary}` (interactive) or set {wanted}"],
+                (f"log in with `{info.binary}` (interactive) or set {wanted}",),
             )
         how = has_key[0] if has_key else f"~/{has_login[0]}"
         return Check(text, True, f"{version}; credentials from {how}")

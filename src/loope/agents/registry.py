@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from loope.agents.catalog import INFO, AdapterInfo
 from loope.errors import LoopeError
@@ -35,8 +34,7 @@ _OWN_COMMAND: dict[str, str] = {"exec": "loope.agents.exec:ExecAgent", "acp": "l
 """Adapters that run the user's own command (``exec:<command>``, ``acp:<command>``)."""
 
 
-@dataclass(frozen=True)
-class AgentSpec:
+class AgentSpec(NamedTuple):
     """A parsed agent spec: ``claude``, ``claude:opus``, ``exec:<command>`` or ``acp:<command>``."""
 
     name: str

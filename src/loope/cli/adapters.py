@@ -79,7 +79,7 @@ def _sandbox_check(mode: str) -> Check:
     works, line = status_line()
     if mode == "off":
         return Check("sandbox", True, 'off (sandbox = "off" in loope.toml): only the guard keeps the rules')
-    fixes = [] if works else ["install bubblewrap: apt-get install -y bubblewrap"]
+    fixes = () if works else ("install bubblewrap: apt-get install -y bubblewrap",)
     return Check("sandbox", works or mode != "on", line, fixes)
 
 
@@ -95,6 +95,6 @@ def _overlay_check(root: Path, mode: str | None) -> Check:
     cached = f"(probe cached in {overlay.probe_cache()})"
     if found.works:
         return Check("overlay", True, f"--workspace auto uses an overlay here {cached}")
-    fixes = [] if mode != WorkspaceMode.OVERLAY else ['use workspace = "auto" or "worktree" in loope.toml']
+    fixes = () if mode != WorkspaceMode.OVERLAY else ('use workspace = "auto" or "worktree" in loope.toml',)
     summary = f"--workspace auto uses a worktree here: no overlay ({found.reason}) {cached}"
     return Check("overlay", mode != WorkspaceMode.OVERLAY, summary, fixes)

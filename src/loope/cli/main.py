@@ -40,7 +40,35 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class HelpContext(click.Context):
+    """click's context, but for the width of ``loope --help``: click asks ``shutil`` for the terminal's
+    width, and importing shutil (bz2, lzma, zlib with it) costs more than the rest of the help."""
+
+    def make_formatter(self) -> click.HelpFormatter:
+        width = self.terminal_width
+        if width is None:  # click's own rule: the terminal's columns, at most max_width, less 2, at least 50
+            width = max(min(_terminal_columns(), self.max_content_width or 80) - 2, 50)
+        return self.formatter_class(width=width, max_width=self.max_content_width)
+
+
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``: COLUMNS when it is a positive number, else the terminal's, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        stream = sys.__stdout__
+        try:
+            columns = os.get_terminal_size(stream.fileno()).columns if stream is not None else 0
+        except (ValueError, OSError):  # closed, detached, or not a terminal
+            columns = 0
+    return columns or 80
+
+
 class LazyGroup(click.Group):
+    context_class = HelpContext
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
 

@@ -158,16 +158,3 @@ def _seq_of(line: bytes, last: int) -> int:
         return last
     seq = data.get("seq") if isinstance(data, dict) else None
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else last + 1
-
-
-def next_line(data: dict[str, Any], expected: int | None) -> tuple[bool, int | None]:
-    """Whether a reader takes event ``data`` given the ``seq`` it expects next (None: any), and what it expects then.
-
-    A line without ``seq`` is taken only before the first numbered one (a run written by an older loope).
-    """
-    seq = data.get("seq")
-    if not isinstance(seq, int) or isinstance(seq, bool):
-        return expected is None, expected
-    if expected is not None and seq != expected:
-        return False, expected
-    return True, seq + 1

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from loope.records.sealed import next_line
 from loope.text import strip_ansi
 
 TAIL_BYTES = 8192
@@ -145,3 +144,16 @@ def follow(
             if on_idle is not None:
                 on_idle()
             time.sleep(poll_s)
+
+
+def next_line(data: dict[str, Any], expected: int | None) -> tuple[bool, int | None]:
+    """Whether a reader takes event ``data`` given the ``seq`` it expects next (None: any), and what it expects then.
+
+    A line without ``seq`` is taken only before the first numbered one (a run written by an older loope).
+    """
+    seq = data.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool):
+        return expected is None, expected
+    if expected is not None and seq != expected:
+        return False, expected
+    return True, seq + 1
