@@ -14,7 +14,8 @@ not absolute times, are what to compare across machines.
   startup             each read-only command vs `python -c pass`; doctor also until the first program it runs
 
 Usage: python benchmarks/costs.py [--files 20000] [--small 2000] [--iterations 100] [--repeat 3]
-                                 [--rows dry-run,iterations,apply,output,startup] [--startup-before SRC]
+                                 [--rows dry-run,iterations,apply,output,startup]
+                                 [--startup-samples 10] [--startup-before SRC]
 
 --startup-before SRC also measures the startup row with the loope package under SRC (another checkout's
 src/ directory, e.g. main's), its samples interleaved with the others: a before/after table from one run.
@@ -337,6 +338,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--output-mb", type=int, default=200)
     parser.add_argument("--rows", default=",".join(ROWS), help=f"some of: {', '.join(ROWS)}")
+    parser.add_argument("--startup-samples", type=int, default=10, help="rounds of the startup row (medians)")
     parser.add_argument("--startup-before", type=Path, help="a loope src/ directory to measure startup against")
     args = parser.parse_args()
     rows = set(args.rows.split(","))
@@ -363,7 +365,8 @@ def main() -> None:
         if "output" in rows:
             bench_output(table, root, args.output_mb * 1_000_000, args.repeat)
         if "startup" in rows:
-            bench_startup(table, big, 10, args.startup_before and args.startup_before.resolve())
+            before = args.startup_before and args.startup_before.resolve()
+            bench_startup(table, big, args.startup_samples, before)
         print("\n" + table.render())
     finally:
         shutil.rmtree(root, ignore_errors=True)
