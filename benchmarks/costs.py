@@ -19,6 +19,8 @@ Usage: python benchmarks/costs.py [--files 20000] [--small 2000] [--iterations 1
 
 --startup-before SRC also measures the startup row with the loope package under SRC (another checkout's
 src/ directory, e.g. main's), its samples interleaved with the others: a before/after table from one run.
+--startup-instructions adds the startup row counted in instructions (valgrind's callgrind, the loope
+process alone): not the target's measure, but one that a loaded machine does not move.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -271,7 +275,23 @@ main()
 """
 
 
-def bench_startup(table: Table, big: Path, samples: int, before: Path | None) -> None:
+def instructions(args: list[str], cwd: Path, *, ok: tuple[int, ...] = (0,), env: dict[str, str] | None = None) -> float:
+    """The instructions ``args`` ran (valgrind's callgrind; the processes it starts are not counted)."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *args],
+        cwd=cwd, env=env or ENV, capture_output=True, check=False,
+    )  # fmt: skip
+    found = re.search(rb"Collected : (\d+)", done.stderr)
+    if done.returncode not in ok or found is None:
+        raise SystemExit(f"{' '.join(args)} failed under valgrind ({done.returncode}): {done.stderr.decode()[-800:]}")
+    return float(found.group(1))
+
+
+def bench_startup(
+    table: Table, big: Path, samples: int, before: Path | None, measure: Callable[..., float] = timed
+) -> None:
+    shown = ms if measure is timed else (lambda n: f"{n / 1e6:.0f} M instructions")
+    unit = "" if measure is timed else " (instructions)"
     run_id = last_run(big).name.split("-", 1)[0]
     bare_env = {**ENV, "PATH": "/usr/bin:/bin"}  # doctor and adapters find no agent binary to run
     trees = {"": bare_env}
@@ -298,26 +318,27 @@ def bench_startup(table: Table, big: Path, samples: int, before: Path | None) ->
         del commands[name]
     click_alone: list[float] = []  # the CLI library every command loads: what no command can start under
     for _ in range(samples):
-        bare.append(timed([sys.executable, "-c", "pass"], big))
-        click_alone.append(timed([sys.executable, "-c", "import click"], big))
+        bare.append(measure([sys.executable, "-c", "pass"], big))
+        click_alone.append(measure([sys.executable, "-c", "import click"], big))
         for tree, env in trees.items():
             for name, args in commands.items():
-                found[name, tree].append(timed([*LOOPE, *args], big, ok=(0, 1, 2), env=env))
-            doctor_starts[tree].append(timed(until_program, big, ok=(0, 1, 2), env=env))
+                found[name, tree].append(measure([*LOOPE, *args], big, ok=(0, 1, 2), env=env))
+            doctor_starts[tree].append(measure(until_program, big, ok=(0, 1, 2), env=env))
     b = median(bare)
     c = median(click_alone)
-    table.add("`python -c 'import click'` (for reference)", ms(c), f"`python -c pass` {ms(b)}", c / b, "-")
+    table.add(f"`python -c 'import click'` (for reference){unit}", shown(c), f"`python -c pass` {shown(b)}", c / b, "-")
     rows: dict[str, tuple[list[float], str]] = {}
     for name in commands:
         for tree in trees:
             if name == "doctor":  # in full it also runs bubblewrap and git to check the sandbox and the overlay
                 rows[f"`loope doctor` start{tree}"] = (doctor_starts[tree], "≤ 4x")
-                rows[f"`loope doctor` in full (its bwrap and git checks too){tree}"] = (found[name, tree], "-")
+                checks = "its bwrap and git checks too" if measure is timed else "its own process only"
+                rows[f"`loope doctor` in full ({checks}){tree}"] = (found[name, tree], "-")
             else:
                 rows[f"`loope {name}` start{tree}"] = (found[name, tree], "≤ 4x")
     for work, (times, target) in rows.items():
         t = median(times)
-        table.add(work, ms(t), f"`python -c pass` {ms(b)}", t / b, target)
+        table.add(work + unit, shown(t), f"`python -c pass` {shown(b)}", t / b, target if measure is timed else "-")
 
 
 def loope_package() -> str:
@@ -340,10 +361,13 @@ def main() -> None:
     parser.add_argument("--rows", default=",".join(ROWS), help=f"some of: {', '.join(ROWS)}")
     parser.add_argument("--startup-samples", type=int, default=10, help="rounds of the startup row (medians)")
     parser.add_argument("--startup-before", type=Path, help="a loope src/ directory to measure startup against")
+    parser.add_argument("--startup-instructions", action="store_true", help="also count startup in instructions")
     args = parser.parse_args()
     rows = set(args.rows.split(","))
     if unknown := rows - set(ROWS):
         parser.error(f"unknown rows {', '.join(sorted(unknown))}; pick from {', '.join(ROWS)}")
+    if args.startup_instructions and shutil.which("valgrind") is None:
+        parser.error("--startup-instructions counts with valgrind, which is not installed (apt-get install valgrind)")
     root = Path(tempfile.mkdtemp(prefix="loope-bench-"))
     table = Table()
     # An installed package starts from compiled bytecode (pip compiles it); with PYTHONDONTWRITEBYTECODE
@@ -367,6 +391,8 @@ def main() -> None:
         if "startup" in rows:
             before = args.startup_before and args.startup_before.resolve()
             bench_startup(table, big, args.startup_samples, before)
+            if args.startup_instructions:
+                bench_startup(table, big, 1, before, measure=instructions)
         print("\n" + table.render())
     finally:
         shutil.rmtree(root, ignore_errors=True)
