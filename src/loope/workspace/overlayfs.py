@@ -12,8 +12,9 @@ afterwards sees the mounts: a plain mount namespace for root, a user namespace m
 themself (and a mount namespace owned by it) otherwise, so nothing here needs root. Mounts never
 propagate back to the user's namespace. A mount namespace alone moves only the calling thread (and
 the threads and processes it starts afterwards), so with root an overlay works in a process that
-already runs threads (a library caller, a test runner); a user namespace needs a process of one
-thread.
+already runs threads (a library caller, a test runner, a server); any other thread of it that
+mounts later joins that same namespace first (a server runs each call on whichever thread is
+free). A user namespace needs a process of one thread.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from loope.errors import LoopeError
 from loope.proc import run_process
 from loope.records.atomic import write_text
 
+_CLONE_FS = 0x00000200
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
 _MS_RDONLY = 0x1
@@ -90,6 +92,9 @@ _ours: set[str] = set()
 """Where this process mounted overlays."""
 _entered: list[Namespace] = []
 """This process's namespace once entered (a fact about the process: it cannot be left again)."""
+_joined: list[tuple[int, str]] = []
+"""The entered mount namespace (a descriptor, its name) for the process's other threads to join."""
+_THREAD_NS = "/proc/thread-self/ns/mnt"
 
 
 def can_enter() -> bool:
@@ -100,6 +105,8 @@ def can_enter() -> bool:
 def enter() -> Namespace:
     """Move this process into a mount namespace of its own (once); every later child inherits it."""
     if _entered:
+        if _joined and os.readlink(_THREAD_NS) != _joined[0][1]:
+            _join(_joined[0][0])  # a thread that was not in it: mounts made here must be the runner's too
         return _entered[0]
     user_ns = not _has_cap_sys_admin()
     if user_ns and threading.active_count() > 1:
@@ -115,8 +122,17 @@ def enter() -> Namespace:
         Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
     _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "making mounts private")
     found = Namespace(user_ns)
+    if not user_ns:  # only this thread moved: the others join it when they mount
+        _joined.append((os.open(_THREAD_NS, os.O_RDONLY | os.O_CLOEXEC), os.readlink(_THREAD_NS)))
     _entered.append(found)
     return found
+
+
+def _join(namespace: int) -> None:
+    """Move the calling thread into the mount namespace ``namespace`` (it must first stop sharing its cwd and root)."""
+    libc = _libc()
+    _check(libc.unshare(_CLONE_FS), "unshare")
+    _check(libc.setns(namespace, _CLONE_NEWNS), "joining the overlay's mount namespace")
 
 
 def mount(lower: list[Path], upper: Path, work: Path, target: Path) -> None:
@@ -153,7 +169,7 @@ def hide(path: Path) -> None:
 
 def unmount(target: Path, fstype: str = "overlay") -> None:
     """Take the mount at ``target`` away (a no-op where nothing is mounted)."""
-    if _entered and is_mounted(target, fstype):
+    if _entered and enter() and is_mounted(target, fstype):  # enter: where the mounts are, from any thread
         _libc().umount2(os.fsencode(target), _MNT_DETACH)
 
 
@@ -169,7 +185,8 @@ def mounted_overlays() -> list[str]:
 
 def _mounts(fstype: str) -> list[str]:
     found = []
-    with contextlib.suppress(OSError), open("/proc/self/mountinfo", encoding="utf-8") as info:
+    # The calling thread's view: with root, only the threads that entered see the overlays.
+    with contextlib.suppress(OSError), open("/proc/thread-self/mountinfo", encoding="utf-8") as info:
         for line in info:
             fields = line.split(" - ", 1)
             if len(fields) == 2 and fields[1].startswith(f"{fstype} "):
