@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from loope.cli.main import run_cli
+from loope.workspace.loopedir import outside_view
 
 PYTHON = shlex.quote(sys.executable)
 GIT_ENV = {
@@ -81,11 +82,12 @@ def run_file(run: dict, rel: str) -> str:
 
 
 def run_state(rundir: Path) -> str:
-    """The agent's state file as the run left it (the run dir keeps a copy once the tree is gone)."""
+    """The agent's state file as the run left it (the run dir keeps a copy once the tree is gone), or
+    as it is now in a running one (an overlay's from its upper layer, as ``loope status`` reads it)."""
     run = json.loads((rundir / "run.json").read_text())
-    if _finished_tree(run) is not None:
+    if _finished_tree(run) is not None and (rundir / "state.md").is_file():
         return (rundir / "state.md").read_text()
-    return (Path(run["workspace"]["path"]) / ".loope" / "state.md").read_text()
+    return outside_view(Path(run["workspace"]["path"]) / ".loope" / "state.md").read_text()
 
 
 def run_has(run: dict, rel: str) -> bool:
@@ -217,16 +219,17 @@ def in_workspace(cli, mode: str):  # type: ignore[no-untyped-def]
     return cli if mode == "default" else unless_named(cli, "--workspace", mode)
 
 
-def _overlay_works() -> bool:
+def overlay_works() -> bool:
+    """Whether overlay workspaces work here (then a run in a git repository gets one by default)."""
     from loope.workspace import overlayfs
 
     return overlayfs.probe(Path(os.environ.get("TMPDIR", "/tmp"))).works
 
 
-@pytest.fixture(params=["default", "overlay"])
+@pytest.fixture(params=["worktree", "overlay"])
 def workspace_mode(request: pytest.FixtureRequest) -> str:
-    """Tests of the loop's own behaviour run twice: in the default workspace and in an overlay."""
-    if request.param == "overlay" and not _overlay_works():
+    """Tests of the loop's own behaviour run twice: in a worktree and in an overlay."""
+    if request.param == "overlay" and not overlay_works():
         pytest.skip("overlay workspaces do not work on this machine")
     return str(request.param)
 

@@ -44,7 +44,7 @@ def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
 
 # What a run may add to the user's .git: new objects, its own branch and refs, its worktree's admin dir.
 _LOOPE_GIT_ADDITIONS = re.compile(
-    r"^\.git/(objects(/[0-9a-f]{2}(/[0-9a-f]{38})?)?"
+    r"^\.git/(objects(/[0-9a-f]{2}(/[0-9a-f]{38})?|/pack(/pack-[0-9a-f]{40}\.(pack|idx|rev))?)?"
     r"|(logs/)?refs(/heads)?(/loope(/[^/]+(/[^/]+)?)?)?"
     r"|logs"
     r"|worktrees(/[^/]+(/(HEAD|ORIG_HEAD|commondir|gitdir|index|sharedindex\.[0-9a-f]+|logs|logs/HEAD))?)?)$"

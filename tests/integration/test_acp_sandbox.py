@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GATE, Project, run_file
+from tests.conftest import GATE, Project, in_workspace, run_file
 from tests.helpers.attacks import BOTH
 from tests.helpers.tree_snapshot import repo_changes, snapshot
 
@@ -57,6 +57,7 @@ def terminal_steps(command: str) -> list[dict]:
 def test_an_acp_agent_and_its_terminal_cannot_write_outside_the_workspace_or_leave_a_process(
     project: Project, cli, tmp_path: Path, sandbox: str
 ) -> None:
+    cli = in_workspace(cli, "worktree")  # whose project the step sees read-only (an overlay's step sees none of it)
     beside = tmp_path / "beside"
     beside.mkdir()
     notes = tmp_path / "acp"  # the stand-in's record of loope's answers: the one place it may write

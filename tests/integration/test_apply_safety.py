@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GIT_ENV, Project, git, one_error_line, unsandboxed
+from tests.conftest import GIT_ENV, Project, git, one_error_line, run_git, unsandboxed
 from tests.helpers.attacks import BOTH
 
 
@@ -97,7 +97,8 @@ def test_changes_diff_is_accepted_by_git_apply(project, cli, tmp_path) -> None:
         "printf 'new\\n' > added.txt\n"
     )
     run(cli, project, shell_agent(tmp_path, body))
-    head = project.run_json()["workspace"]["head"]
+    record = project.run_json()
+    head = record["workspace"]["head"]
     patch = project.runs()[-1] / "changes.diff"
     other = tmp_path / "other"
     git(tmp_path, "clone", "-q", str(project.path), str(other))
@@ -105,8 +106,7 @@ def test_changes_diff_is_accepted_by_git_apply(project, cli, tmp_path) -> None:
     done = subprocess.run(["git", "apply", str(patch)], check=False, cwd=other, env=env, capture_output=True)
     assert done.returncode == 0, done.stderr
     for name in ("data.bin", "latin1.txt", "added.txt"):
-        at_head = subprocess.run(["git", "show", f"{head}:{name}"], cwd=project.path, capture_output=True, check=True)
-        assert (other / name).read_bytes() == at_head.stdout
+        assert git(other, "hash-object", name) == run_git(record, "rev-parse", f"{head}:{name}")  # the same bytes
     assert os.access(other / "tool.sh", os.X_OK)
 
 

@@ -169,6 +169,6 @@ echo "fixed add"
     assert project.git("log", "--format=%s", f"{start}..{branch}").splitlines() == ["fixed add"]
     assert project.git("rev-parse", f"{branch}~1").strip() == start
     assert project.git("diff", "--name-only", start, branch).split() == ["calc.py"]
-    if "update-ref" in move:
+    if "update-ref" in move and run["workspace"]["mode"] == "worktree":  # an overlay's agent has its own git dir
         violations = [v for s in run["steps"] for v in s.get("violations", [])]
         assert f".git/refs/heads/{branch} is outside the workspace; the step's change to it was undone" in violations

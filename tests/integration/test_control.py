@@ -16,7 +16,7 @@ import pytest
 
 from loope.engine.run import RunnerLock
 from loope.runners import process_alive, runner_alive, runner_pid
-from tests.conftest import GATE, alive_in_group, gone, one_error_line, pid_alive, run_file
+from tests.conftest import GATE, alive_in_group, gone, one_error_line, pid_alive, run_file, run_state
 from tests.helpers import eventually
 
 DEADLINE_S = 120.0
@@ -190,7 +190,7 @@ def test_detach_returns_at_once_and_status_follows_the_run(project, agent_script
     assert loop["last_error"] is None
     assert loop["stop_requested"] is False
     assert info["frontmatter"] == {"loop_id": run_id, "status": "in-progress", "iteration": 1, "owner": "agent-7"}
-    state_text = run_file(record, ".loope/state.md")
+    state_text = run_state(rundir)
     assert info["state_excerpt"] == "\n".join(state_text.splitlines()[:40])
     assert info["state_excerpt"].splitlines()[-1] == "line 27"  # 13 lines of frontmatter and headings first
 

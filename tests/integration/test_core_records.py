@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from loope.enums import StopReason
-from tests.conftest import APPROVE, EVENT_TYPES, GATE
+from tests.conftest import APPROVE, EVENT_TYPES, GATE, overlay_works
 
 # DESIGN.md, run.json (schema 1)
 RUN_FIELDS = {
@@ -60,7 +60,7 @@ def test_run_json_has_every_schema_1_field(finished):
     assert run["started_at"] <= run["finished_at"]
     assert run["duration_s"] > 0
     assert set(run["workspace"]) >= {"mode", "path", "branch", "base"}
-    assert run["workspace"]["mode"] == "worktree"
+    assert run["workspace"]["mode"] == ("overlay" if overlay_works() else "worktree")
     assert run["workspace"]["branch"] == f"loope/{run['run_id']}"
     assert re.fullmatch(r"[0-9a-f]{40}", run["workspace"]["base"])
     assert set(run["totals"]) >= {"cost_usd", "cost_estimated", "input_tokens", "output_tokens"}

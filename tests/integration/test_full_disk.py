@@ -116,7 +116,7 @@ def test_a_step_that_fills_the_disk_fails_the_run_with_the_reason_and_keeps_its_
     assert len(summary) == 1, done.stdout
     assert "the disk is full writing" in summary[0]
     run = project_on.run_json()
-    assert run["status"] == "failed"
+    assert run["status"] == "failed", done.stdout + done.stderr
     assert run["stop_detail"].startswith("the disk is full writing ")
     assert "free some space" in run["stop_detail"]
     assert run["finished_at"]
@@ -163,7 +163,7 @@ def test_a_disk_that_fills_while_finalizing_still_records_the_run_as_failed(proj
     no_traceback(done)
     assert done.returncode == 1, done.stdout + done.stderr
     run = project_on.run_json()
-    assert run["status"] == "failed"
+    assert run["status"] == "failed", done.stdout + done.stderr
     assert run["stop_reason"] == "failed"
     assert run["stop_detail"].startswith("the disk is full writing ")
     assert "changes.diff" in run["stop_detail"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GATE, Project, unsandboxed
+from tests.conftest import GATE, Project, in_workspace, unsandboxed
 from tests.helpers.attacks import sandboxed_too
 
 SKIP_ALL = (
@@ -66,8 +66,9 @@ ATTACKS = {
 
 @pytest.fixture
 def cli(cli):  # type: ignore[no-untyped-def]
-    """The guard as the only line (``--sandbox off``): inside the sandbox git cannot write the index."""
-    return unsandboxed(cli)
+    """The guard as the only line (``--sandbox off``): inside the sandbox git cannot write the index. In a
+    worktree, whose changes inotify or a scan find (an overlay's are its upper layer: test_overlay*.py)."""
+    return in_workspace(unsandboxed(cli), "worktree")
 
 
 def user_files(proj: Project) -> dict[str, str]:

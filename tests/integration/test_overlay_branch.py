@@ -128,7 +128,7 @@ def test_a_checked_out_branch_moves_with_its_files_only_when_clean_and_never_ove
     ours = rev(project, branch)
     refused = cli("branch", run.name, cwd=project.path)
     assert refused.exit_code == 1
-    assert f"branch {branch} holds commits run {run.name} did not make" in refused.err
+    assert f"branch {branch} holds commits the run did not make: left as it was" in refused.err
     assert rev(project, branch) == ours
 
 

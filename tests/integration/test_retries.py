@@ -201,7 +201,7 @@ def test_stop_ends_a_wait_at_once_and_status_says_until_when(project, agent_scri
 
 def test_a_runner_killed_while_waiting_waits_again_when_resumed(project, agent_script, cli, tmp_path):
     counter = tmp_path / "calls"
-    impl = agent_script(flaky(counter, 1, limit_in(8)))  # far enough for a resume on a loaded machine
+    impl = agent_script(flaky(counter, 1, limit_in(12)))  # far enough for a resume on a loaded machine
     proc = _start(project, "fix add", "--implementer", impl, "--no-review", "--verify-cmd", GATE, "--retries", "0")
     try:
         run = _wait_for_waiting(project, proc)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from loope.sandbox import bwrap, reap
-from tests.conftest import CALC_TESTS, GATE, Project, run_file
+from tests.conftest import CALC_TESTS, GATE, Project, in_workspace, run_file
 from tests.helpers.attacks import BOTH, SANDBOX_ON
 
 FAKE_TESTS = "def test_add():\n    pass\n\n\ndef test_add_negative():\n    pass\n"
@@ -114,6 +114,8 @@ def step(project: Project, number: int = 1) -> Path:
 
 
 def test_runner_configuration_cannot_be_written_above_the_workspace(project, attack, cli):
+    """In a worktree (an overlay's step sees none of the user's tree: test_overlay_attacks.py)."""
+    cli = in_workspace(cli, "worktree")
     before = snapshot(project.path)
     implementer = attack(
         f"""
@@ -146,7 +148,10 @@ def test_runner_configuration_cannot_be_written_above_the_workspace(project, att
 
 
 def test_a_writable_directory_around_the_project_leaves_the_project_read_only(project, attack, cli, tmp_path):
-    """``--sandbox-writable`` on a directory holding the repository (``~``, say) opens only what is not loope's."""
+    """``--sandbox-writable`` on a directory holding the repository (``~``, say) opens only what is not loope's.
+
+    In a worktree, whose project the step sees read-only (an overlay's step sees none of it)."""
+    cli = in_workspace(cli, "worktree")
     before = snapshot(project.path)
     cache = tmp_path / "cache"
     implementer = attack(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from loope.workspace import overlayfs
-from tests.conftest import FIX, FIXED_CALC, GATE, git, one_error_line, run_file, unsandboxed
+from tests.conftest import FIX, FIXED_CALC, GATE, git, in_workspace, one_error_line, run_file, unsandboxed
 from tests.integration.test_control import DEADLINE_S, Runners, read_json, wait_for
 
 NOTE = "print('state file said: ' + pathlib.Path(os.environ['LOOPE_STATE_FILE']).read_text().splitlines()[-1])\n"
@@ -27,8 +27,9 @@ REMEMBER = (
 
 @pytest.fixture
 def cli(cli):  # type: ignore[no-untyped-def]
-    """Some of these agents change file attributes and read files the test wrote: unsandboxed runs."""
-    return unsandboxed(cli)
+    """A worktree's removal and making again; some of these agents change file attributes and read files
+    the test wrote: unsandboxed runs."""
+    return in_workspace(unsandboxed(cli), "worktree")
 
 
 def worktrees(project) -> str:  # type: ignore[no-untyped-def]
@@ -163,7 +164,8 @@ def test_a_worktree_the_user_changed_during_the_run_is_kept(project, tmp_path):
     runners = Runners(project)
     try:
         runner = runners.start(
-            "run", "fix add", "--implementer", f"exec:sh {agent}", "--no-review", "--verify-cmd", GATE, "--plain"
+            "run", "fix add", "--implementer", f"exec:sh {agent}", "--no-review", "--verify-cmd", GATE, "--plain",
+            "--workspace", "worktree",
         )  # fmt: skip
 
         def step_ready() -> bool:

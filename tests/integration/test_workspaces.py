@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIX, FIXED_CALC, GATE, Project, run_file
+from tests.conftest import FIX, FIXED_CALC, GATE, Project, overlay_works, run_file
 
 # Records the files the agent sees (and two of them), then fixes calc.py.
 SEES = """
@@ -54,19 +54,23 @@ def user_state(project: Project) -> dict[str, object]:
     }
 
 
-def test_worktree_is_the_default_with_a_branch_and_a_commit_per_changing_step(project, agent_script, cli):
+@pytest.mark.parametrize("flags", [(), ("--workspace", "worktree")], ids=["default", "worktree"])
+def test_the_run_branch_gets_a_commit_per_changing_step_and_the_users_checkout_stays(project, agent_script, cli, flags):
     implementer = agent_script(
         "if os.environ['LOOPE_ITERATION'] == '1':\n"
         "    pathlib.Path('calc.py').write_text('def add(a, b):\\n    return a * b\\n')\n"
         "else:\n" + "".join(f"    {line}\n" for line in FIX.splitlines())
     )
     head = project.git("rev-parse", "HEAD").strip()
-    result = cli("run", "fix add", "--implementer", implementer, "--no-review", "--verify-cmd", GATE, cwd=project.path)
+    result = cli(
+        "run", "fix add", "--implementer", implementer, "--no-review", "--verify-cmd", GATE, *flags, cwd=project.path
+    )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     run = project.run_json()
     ws = run["workspace"]
     branch = f"loope/{run['run_id']}"
-    assert (ws["mode"], ws["branch"], ws["base"]) == ("worktree", branch, head)  # a clean tree: the base is HEAD
+    mode = "overlay" if overlay_works() and not flags else "worktree"  # the default: an overlay where one works
+    assert (ws["mode"], ws["branch"]) == (mode, branch)
     assert Path(ws["path"]) == project.runs()[-1] / "workspace"
     runs_of = project.git("log", "--format=%(trailers:key=Loope-Run,valueonly,separator=)", f"{head}..{branch}")
     commits = runs_of.splitlines()
@@ -76,8 +80,10 @@ def test_worktree_is_the_default_with_a_branch_and_a_commit_per_changing_step(pr
     assert project.git("branch", "--show-current").strip() == "main"
     assert project.git("rev-parse", "HEAD").strip() == head
     assert project.read("calc.py") != FIXED_CALC
-    assert ws["removed"] is True  # the run is over: its result is on the branch, its worktree gone
     assert str(Path(ws["path"])) not in project.git("worktree", "list")
+    if mode == "worktree":
+        assert ws["base"] == head  # a clean tree: the base is HEAD
+        assert ws["removed"] is True  # the run is over: its result is on the branch, its worktree gone
 
 
 def test_worktree_starts_from_what_the_user_sees_without_touching_their_index(project, agent_script, cli, tmp_path):
@@ -86,7 +92,7 @@ def test_worktree_starts_from_what_the_user_sees_without_touching_their_index(pr
     seen_file = tmp_path / "seen.json"
     result = cli(
         "run", "fix add", "--implementer", seeing_agent(agent_script, seen_file), "--no-review", "--verify-cmd", GATE,
-        "--sandbox-writable", str(tmp_path), cwd=project.path,
+        "--sandbox-writable", str(tmp_path), "--workspace", "worktree", cwd=project.path,
     )  # fmt: skip
     assert result.exit_code == 0, result.out + result.err
     seen = json.loads(seen_file.read_text())
@@ -195,7 +201,7 @@ def test_a_run_in_a_repository_without_commits(tmp_path, converge):
     fresh.write("calc.py", "def add(a, b):\n    return a - b\n")
     converge(FIX, goal="fix add", cwd=fresh.path)
     run = fresh.run_json()
-    assert run["workspace"]["mode"] == "worktree"
+    assert run["workspace"]["mode"] == ("overlay" if overlay_works() else "worktree")
     assert run_file(run, "calc.py") == FIXED_CALC
     assert fresh.git("status", "--porcelain") == "?? calc.py\n"
     no_head = subprocess.run(

@@ -78,7 +78,9 @@ from loope.root import project_root
 @click.option("--success-cmd", metavar="CMD", help="Run after each iteration; exit 0 means done.")
 @click.option("--workdir", type=click.Path(path_type=Path), help="The project directory. [default: .]")
 @click.option(
-    "--workspace", type=click.Choice(["worktree", "copy", "in-place", "overlay", "auto"]), help="Where agents work."
+    "--workspace",
+    type=click.Choice(["worktree", "copy", "in-place", "overlay", "auto"]),
+    help="Where agents work. [default: auto in a git repository (an overlay where one works), else copy]",
 )
 @click.option("--branch", metavar="NAME", help="The run branch. [default: loope/<run-id>]")
 @click.option(

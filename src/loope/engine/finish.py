@@ -16,6 +16,7 @@ from loope.spec import LoopSpec
 from loope.termination import Terminated
 from loope.workspace.branch import publish_run
 from loope.workspace.retire import retire
+from loope.workspace.run_branch import publish_overlay
 
 
 def finalize(run: RunState, reason: StopReason, detail: str) -> RunFinished:
@@ -40,7 +41,9 @@ def finalize(run: RunState, reason: StopReason, detail: str) -> RunFinished:
             record.status = record.stop_reason = StopReason.FAILED
             record.stop_detail = f"{full_disk_detail(exc, ' while finalizing')}; before that: {reason}: {detail}"
     try:
-        if kept := publish_run(run.workspace, record.run_id):
+        # An overlay's objects are copied: only once its records are safe (a full disk keeps them first).
+        overlay_kept = publish_overlay(record, run.rundir.root) if finished else None
+        if kept := publish_run(run.workspace, record.run_id) or overlay_kept:
             record.stop_detail = f"{record.stop_detail}; {kept}"
     except (LoopeError, OSError) as exc:
         record.stop_detail = f"{record.stop_detail}; the run's branch could not be updated: {exc}"

@@ -66,7 +66,9 @@ def create(spec: LoopSpec, rundir: RunDir, reserve: Reserve) -> tuple[Workspace,
     held = lock(rundir, reserve)
     try:
         write_text(rundir / "spec.json", spec.model_dump_json(indent=2) + "\n")
-        workspace = Workspace.create(spec.workdir, rundir.root, rundir.run_id, spec.workspace, spec.branch)
+        workspace = Workspace.create(
+            spec.workdir, rundir.root, rundir.run_id, spec.workspace, spec.branch, keep=spec.keep_workspace
+        )
     except BaseException:
         held.release()
         raise

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from loope.enums import WorkspaceMode
+from loope.errors import LoopeError
 from loope.workspace.git import Git, TreeEntry
 
 
@@ -45,6 +46,13 @@ class RunTree(Protocol):
 
 
 _NO_ENTRY = "0 " + "0" * 40  # update-index --index-info: mode 0 removes the path
+
+
+def claim_branch(user: Git, branch: str) -> None:
+    """Check that the run's ``branch`` may be made in the user's repository: a valid name, not there yet."""
+    if user.rev(f"refs/heads/{branch}"):
+        raise LoopeError(f"branch {branch} already exists; pass another --branch or delete it")
+    user.run("check-ref-format", "--branch", branch)
 
 
 def publish_run(ws: RunTree, run_id: str) -> str | None:

@@ -65,6 +65,23 @@ def choose(workdir: Path, top: Path | None) -> tuple[WorkspaceMode | None, str |
     return None, f"no overlay workspace here ({reason}); using a worktree"
 
 
+def resolve(
+    workdir: Path, top: Path | None, mode: WorkspaceMode | None, branch: str, *, wants_worktree: bool
+) -> tuple[WorkspaceMode | None, str | None, str | None]:
+    """A run's workspace mode (None: the usual default), a line on how it was chosen, and the branch
+    its end writes if it is an overlay (None: only ``loope branch`` writes one).
+
+    The default in a git repository is ``auto``, an overlay where one works, unless the run names its
+    branch or keeps its tree (``wants_worktree``): a worktree's branch and tree are there from the start.
+    """
+    if mode is None and top is not None and not wants_worktree:
+        mode = WorkspaceMode.AUTO
+    if mode != WorkspaceMode.AUTO:
+        return mode, None, None
+    chosen, note = choose(workdir, top)
+    return chosen, note, branch
+
+
 def create(workdir: Path, top: Path, run_dir: Path) -> tuple[Path, Path, str, str]:
     """Make ``run_dir``'s overlay workspace over the user's current state: its tree, git dir, base and base tree."""
     workdir, run_dir = workdir.absolute(), run_dir.absolute()  # recorded, and used from other directories
@@ -76,14 +93,17 @@ def create(workdir: Path, top: Path, run_dir: Path) -> tuple[Path, Path, str, st
     with store.lock(shared=True):  # ``gc`` sees this run's layers as used from before they exist
         state = store.state(top)
         write_text(run_dir / LAYOUT_FILE, json.dumps({"workdir": str(workdir), **vars(state)}, indent=2) + "\n")
-        _init_shadow(git_dir, f"{store.objects().absolute()}\n{store.user_objects()}\n")
+        _init_shadow(git_dir, f"{store.objects().absolute()}\n{store.user_objects()}\n", Git(top).author())
         # The layers' index: its stat data matches the merged view, so `git status` there reads no file.
         shutil.copyfile(store.snapshot(state), git_dir / "index")
         _mount(run_dir, workdir, state)
     try:
         git = Git(tree, git_dir)
-        parents = ["-p", state.head] if state.head else []
-        base = git.out("commit-tree", state.tree, *parents, "-m", "loope: the workdir as the run started")
+        if state.head and state.tree == state.head_tree:
+            base = state.head  # a clean tree: the run's history starts at the user's commit, as a worktree's does
+        else:
+            parents = ["-p", state.head] if state.head else []
+            base = git.out("commit-tree", state.tree, *parents, "-m", "loope: the workdir as the run started")
         write_text(git_dir / _BRANCH, f"{base}\n")
         write_text(tree / ".git", f"gitdir: {git_dir.absolute()}\n")
     except BaseException:
@@ -92,14 +112,19 @@ def create(workdir: Path, top: Path, run_dir: Path) -> tuple[Path, Path, str, st
     return tree, git_dir, base, state.tree
 
 
-def _init_shadow(git_dir: Path, alternates: str) -> None:
+def _init_shadow(git_dir: Path, alternates: str, author: dict[str, str]) -> None:
     """The run's repository, as ``git init`` would leave it but without a process or the user's template.
 
     Not bare: its work tree is the merged view (named by loope's commands, and by the tree's ``.git`` file).
+    Its commits carry the identity the user's repository gives (its own config too), as a worktree's do.
     """
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
         (git_dir / sub).mkdir(parents=True, exist_ok=True)
-    write_text(git_dir / "config", "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n")
+    config = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+    if author:
+        name, email = (_quoted(author[f"GIT_AUTHOR_{key}"]) for key in ("NAME", "EMAIL"))
+        config += f"[user]\n\tname = {name}\n\temail = {email}\n"
+    write_text(git_dir / "config", config)
     write_text(git_dir / "HEAD", f"ref: {_BRANCH}\n")
     write_text(git_dir / "objects" / "info" / "alternates", alternates)
 
@@ -148,6 +173,11 @@ def _held(store: Store, held: dict[str, int], name: str) -> Path:
 
 def _hidden_here(store: Store) -> bool:
     return overlayfs.is_mounted(store.root, fstype="tmpfs")
+
+
+def _quoted(value: str) -> str:
+    """``value`` as a git config value (quoted: spaces, ``#`` and ``;`` stay part of it)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def fork(run_dir: Path, into: Path, git: Git, head: str) -> tuple[Path, Path]:

@@ -59,7 +59,7 @@ def branch_run(record: RunRecord, run_dir: Path, name: str | None = None) -> Bra
         return Branched(branch, tip, current, commits)
     if current is not None and current != source.start and foreign_commits(user, branch, source.since, run_id):
         raise LoopeError(
-            f"branch {branch} holds commits run {run_id} did not make; left as it was"
+            f"branch {branch} holds commits the run did not make: left as it was"
             f" (delete or rename it, or `loope apply {run_id}` lands the change)",
             exit_code=EXIT_FAILED,
         )
@@ -72,6 +72,27 @@ def branch_run(record: RunRecord, run_dir: Path, name: str | None = None) -> Bra
         Git(checkout).run("read-tree", "-u", "-m", current, tip)  # as a fast-forward moves a checkout
     user.run("update-ref", "-m", f"loope branch {run_id}", f"refs/heads/{branch}", tip, current or "0" * 40)
     return Branched(branch, tip, current, commits, checkout)
+
+
+def publish_overlay(record: RunRecord, run_dir: Path) -> str | None:
+    """As an overlay run that has a branch ends: its commits on it, its ``refs/loope/<run>/`` refs copied too.
+
+    None, or why the branch was left as it was. A run that made no commit leaves no branch.
+    """
+    ws = record.workspace
+    if ws.mode != WorkspaceMode.OVERLAY or not ws.branch or not ws.git_dir:
+        return None
+    try:
+        branched = branch_run(record, run_dir, ws.branch)
+    except LoopeError as exc:
+        return None if exc.exit_code == EXIT_FAILED and "nothing to put on a branch" in str(exc) else str(exc)
+    run_git, user = Git(run_dir / "workspace", Path(ws.git_dir)), Git(branched.checkout or Path(record.workdir))
+    listed = run_git.out("for-each-ref", "--format=%(objectname) %(refname)", f"refs/loope/{record.run_id}/")
+    for line in listed.splitlines():
+        sha, ref = line.split(" ", 1)
+        _copy_objects(run_git, user, sha, branched.tip)
+        user.run("update-ref", ref, sha)
+    return None
 
 
 @dataclass(frozen=True)
@@ -93,7 +114,7 @@ def _source(record: RunRecord, run_dir: Path, name: str | None, user: Git) -> _S
     elif ws.mode == WorkspaceMode.WORKTREE:
         raise LoopeError(f"run {run_id} works on its branch {ws.branch} itself; it has nothing to publish")
     elif ws.mode == WorkspaceMode.OVERLAY and ws.git_dir:
-        start = _overlay_start(run_dir)
+        start = overlay_start(run_dir)
         source = _Source(Git(run_dir / "workspace", Path(ws.git_dir)), name or f"loope/{run_id}", start, start)
     else:
         raise LoopeError(
@@ -110,7 +131,7 @@ def _source(record: RunRecord, run_dir: Path, name: str | None, user: Git) -> _S
     return source
 
 
-def _overlay_start(run_dir: Path) -> str:
+def overlay_start(run_dir: Path) -> str:
     """The user's HEAD as an overlay run started ("" in a repository with no commit), from its layout."""
     try:
         head = json.loads((run_dir / LAYOUT_FILE).read_text(encoding="utf-8"))["head"]

@@ -19,14 +19,13 @@ from loope.proc import run_process
 from loope.records.atomic import write_bytes, write_text
 from loope.records.model import FileChange
 from loope.workspace import overlay, safefs
-from loope.workspace.branch import drop_branch, snapshot
+from loope.workspace.branch import claim_branch, drop_branch, snapshot
 from loope.workspace.changes import ChangeFeed, ChangeTracker
 from loope.workspace.copying import copy_entry, visible_files
 from loope.workspace.git import Comparison, Git, safe_command, safe_env, toplevel
 from loope.workspace.ignores import FrozenIgnores, collect
 from loope.workspace.loopedir import LOOPE_DIR as LOOPE_DIR  # noqa: PLC0414 - re-exported for older importers
 from loope.workspace.loopedir import ensure_loope_dir as ensure_loope_dir  # noqa: PLC0414 - re-exported likewise
-from loope.workspace.overlay import choose
 from loope.workspace.watch import Watcher
 
 INDEX_FILE = "workspace.index"
@@ -77,19 +76,22 @@ class Workspace:
 
     @classmethod
     def create(
-        cls, workdir: Path, run_dir: Path, run_id: str, mode: WorkspaceMode | None, branch: str | None
-    ) -> Workspace:
+        cls, workdir: Path, run_dir: Path, run_id: str, mode: WorkspaceMode | None, branch: str | None,
+        *, keep: bool = False,
+    ) -> Workspace:  # fmt: skip
         top = toplevel(workdir)
-        note = None
-        if mode == WorkspaceMode.AUTO:
-            mode, note = choose(workdir, top)
+        run_branch = branch or f"loope/{run_id}"
+        mode, note, publish = overlay.resolve(workdir, top, mode, run_branch, wants_worktree=bool(branch or keep))
         chosen = mode or (WorkspaceMode.WORKTREE if top else WorkspaceMode.COPY)
         if chosen == WorkspaceMode.OVERLAY:
+            if publish is not None and top is not None:
+                claim_branch(Git(top), publish)
             ws = cls._overlay(workdir, top, run_dir)
+            ws.branch = publish
         elif chosen == WorkspaceMode.WORKTREE:
             if top is None:
                 raise LoopeError(f"{workdir} is not in a git repository; run `git init` there or use --workspace copy")
-            ws = cls._worktree(workdir, top, run_dir, branch or f"loope/{run_id}")
+            ws = cls._worktree(workdir, top, run_dir, run_branch)
         elif chosen == WorkspaceMode.COPY:
             ws = cls._copy(workdir, top, run_dir)
         else:
@@ -102,9 +104,7 @@ class Workspace:
     @classmethod
     def _worktree(cls, workdir: Path, top: Path, run_dir: Path, branch: str) -> Workspace:
         user = Git(top)
-        if user.rev(f"refs/heads/{branch}"):
-            raise LoopeError(f"branch {branch} already exists; pass another --branch or delete it")
-        user.run("check-ref-format", "--branch", branch)
+        claim_branch(user, branch)
         start = user.rev("HEAD") or ""
         base = snapshot(user, run_dir / "snapshot.index")
         tree = run_dir / "workspace"
