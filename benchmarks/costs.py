@@ -317,10 +317,11 @@ def bench_startup(
         print(f"  `loope {name}`: no such command here; skipped", flush=True)
         del commands[name]
     click_alone: list[float] = []  # the CLI library every command loads: what no command can start under
-    for _ in range(samples):
+    for round_ in range(samples):
         bare.append(measure([sys.executable, "-c", "pass"], big))
         click_alone.append(measure([sys.executable, "-c", "import click"], big))
-        for tree, env in trees.items():
+        order = list(trees.items())
+        for tree, env in order if round_ % 2 == 0 else order[::-1]:  # which tree goes first alternates
             for name, args in commands.items():
                 found[name, tree].append(measure([*LOOPE, *args], big, ok=(0, 1, 2), env=env))
             doctor_starts[tree].append(measure(until_program, big, ok=(0, 1, 2), env=env))
