@@ -237,13 +237,13 @@ def test_where_the_overlay_cannot_work_the_run_says_so_in_one_line_and_leaves_no
     jailed, free = (loope("doctor", cwd=project.path, prefix=p).stdout for p in (jail, ()))
     (said,) = [line for line in jailed.splitlines() if "overlay:" in line]
     reason = note.removeprefix("no overlay workspace here (").removesuffix("); using a worktree")
-    expected = f"--workspace auto uses a worktree here: no overlay ({reason}) (probe cached in {cache})"
+    expected = f"runs use a worktree here: no overlay ({reason}) (probe cached in {cache})"
     assert said == f"ok  overlay: {expected}"
-    assert f"ok  overlay: --workspace auto uses an overlay here (probe cached in {cache})" in free.splitlines()
+    assert f"ok  overlay: runs use an overlay here (probe cached in {cache})" in free.splitlines()
     assert len(json.loads(cache.read_text())) == 2
     project.write("loope.toml", 'workspace = "overlay"\n')
     (fix,) = [line for line in loope("doctor", cwd=project.path, prefix=jail).stdout.splitlines() if "overlay:" in line]
-    assert fix.startswith("FIX overlay: --workspace auto uses a worktree here: no overlay (")
+    assert fix.startswith("FIX overlay: runs use a worktree here: no overlay (")
 
 
 FORKS = """

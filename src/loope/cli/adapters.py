@@ -84,17 +84,17 @@ def _sandbox_check(mode: str) -> Check:
 
 
 def _overlay_check(root: Path, mode: str | None) -> Check:
-    """Whether ``--workspace auto`` takes an overlay here (the probe's answer, asked once per machine)."""
+    """Whether runs take an overlay here by default (``auto``: the probe's answer, asked once per machine)."""
     from loope.enums import WorkspaceMode  # builds loope's enum classes: doctor only, after its first program
     from loope.workspace import overlay
     from loope.workspace.git import toplevel  # loads the workspace layer: doctor only, not `adapters`
 
     found = overlay.probe(root) if toplevel(root) is not None else None
     if found is None:
-        return Check("overlay", mode != WorkspaceMode.OVERLAY, "not a git repository: --workspace auto makes a copy")
+        return Check("overlay", mode != WorkspaceMode.OVERLAY, "not a git repository: runs make a copy")
     cached = f"(probe cached in {overlay.probe_cache()})"
     if found.works:
-        return Check("overlay", True, f"--workspace auto uses an overlay here {cached}")
+        return Check("overlay", True, f"runs use an overlay here {cached}")
     fixes = () if mode != WorkspaceMode.OVERLAY else ('use workspace = "auto" or "worktree" in loope.toml',)
-    summary = f"--workspace auto uses a worktree here: no overlay ({found.reason}) {cached}"
+    summary = f"runs use a worktree here: no overlay ({found.reason}) {cached}"
     return Check("overlay", mode != WorkspaceMode.OVERLAY, summary, fixes)
