@@ -30,6 +30,20 @@ def test_defaults(tmp_path: Path) -> None:
     assert not spec.design
 
 
+def test_doctor_of_a_project_without_settings_checks_what_a_spec_would_default_to(tmp_path: Path) -> None:
+    from loope.cli.adapters import _configured  # builds no spec: it must not drift from the spec's defaults
+
+    names, options, sandbox, workspace = _configured(tmp_path)
+    spec = build_spec({"goal": "doctor"}, tmp_path)
+    roles = [spec.implementer, *spec.reviewers, spec.designer, spec.verifier, spec.critic]
+    assert [n for n in names if n] == [n for n in roles if n]
+    assert (dict(options), sandbox, workspace) == (
+        {name: spec.agent_options(name) for name in spec.agents},
+        spec.sandbox,
+        spec.workspace,
+    )
+
+
 def test_loope_toml_overrides_defaults_and_flags_override_loope_toml(tmp_path: Path) -> None:
     write(
         tmp_path,
