@@ -96,30 +96,37 @@ def dry_run(repo: Path, agent: Path) -> float:
     return timed([*argv, "--workspace", "overlay"], repo)
 
 
-def worktree_floor(repo: Path, target: Path) -> float:
+def worktree_floor(repo: Path, target: Path) -> tuple[float, float]:
+    """``git worktree add`` of ``repo``'s HEAD, then its ``remove``: how long each took."""
     os.sync()
     started = time.perf_counter()
     sh(["git", "worktree", "add", "-q", "--detach", str(target), "HEAD"], repo)
+    added = time.perf_counter()
     sh(["git", "worktree", "remove", "--force", str(target)], repo)
-    return time.perf_counter() - started
+    return added - started, time.perf_counter() - added
 
 
 def bench_start(table: Table, repos: dict[int, Path], repeat: int) -> None:
     for files, repo in repos.items():
         agent = script(repo.parent, "noop.sh", "#!/bin/sh\necho done\n")
         layers = repo / ".loope" / "snapshots" / "layers"
-        floors, warm, cold = [], [], []
+        floors, adds, warm, cold = [], [], [], []
         for i in range(repeat):
             # The floor first, then last: neither side always runs right after the other's writes.
             for sample in ("floor", "loope") if i % 2 == 0 else ("loope", "floor"):
                 if sample == "floor":
-                    floors.append(worktree_floor(repo, repo.parent / f"wt-{files}-{i}"))
+                    add, remove = worktree_floor(repo, repo.parent / f"wt-{files}-{i}")
+                    floors.append(add + remove)
+                    adds.append(add)
                     continue
                 shutil.rmtree(layers, ignore_errors=True)
                 cold.append(dry_run(repo, agent))
                 warm.append(dry_run(repo, agent))
         f, c, w = median(floors), median(cold), median(warm)
-        print(f"    {files} files, seconds: floor {_spread(floors)}, built {_spread(cold)}, in place {_spread(warm)}")
+        print(
+            f"    {files} files, seconds: floor {_spread(floors)} (of which add {_spread(adds)}),"
+            f" built {_spread(cold)}, in place {_spread(warm)}"
+        )
         table.add(
             f"run start, {files} files, snapshot in place", ms(w), f"worktree add + remove {ms(f)}", w / f, "≤ 0.1x"
         )
