@@ -26,6 +26,7 @@ from loope.workspace.git import Comparison, Git, safe_command, safe_env, topleve
 from loope.workspace.ignores import FrozenIgnores, collect
 from loope.workspace.loopedir import LOOPE_DIR as LOOPE_DIR  # noqa: PLC0414 - re-exported for older importers
 from loope.workspace.loopedir import ensure_loope_dir as ensure_loope_dir  # noqa: PLC0414 - re-exported likewise
+from loope.workspace.split_index import SplitIndex
 from loope.workspace.watch import Watcher
 
 INDEX_FILE = "workspace.index"
@@ -60,6 +61,8 @@ class Workspace:
     """One line for the user about how the mode was chosen (``auto`` where an overlay cannot work)."""
     clean: bool = False
     """loope's index is known to equal ``head`` (nothing staged since the last commit, reset or restore)."""
+    split: SplitIndex | None = None
+    """How loope's index is kept split (worktree and overlay runs)."""
     _head_tree: str | None = None
     _pending: tuple[str, Comparison] | None = None
     """The tree staged by ``pending`` and how it differs from ``head``, while nothing else touched the index."""
@@ -181,16 +184,15 @@ class Workspace:
         index = (run_dir / INDEX_FILE).absolute()
         shutil.copyfile(self.mirror, index)
         self.git = self.git.with_env(GIT_INDEX_FILE=str(index))
-        if self.mode in (WorkspaceMode.WORKTREE, WorkspaceMode.OVERLAY):
-            # Split: a step rewrites only the entries it changed, not the whole index (1.6 MB at 20,000
-            # files). Its shared part lives in the (worktree's or shadow) git dir: a copy works only there.
-            self.git.run("update-index", "--split-index")
         tracker = ChangeTracker(self.git, None)
         sub = self.path.resolve().relative_to(self.git.work_tree.resolve()).as_posix()
         own = f"/{sub}/{LOOPE_DIR}/" if sub != "." else f"/{LOOPE_DIR}/"
         rules = collect(self.git, tracker.tracked, extra=[own])
         tracker.ignores = FrozenIgnores.freeze(run_dir / IGNORES_FILE, rules)
         self.tracker = tracker
+        if self.mode in (WorkspaceMode.WORKTREE, WorkspaceMode.OVERLAY):
+            # Its shared part lives in the (worktree's or shadow) git dir: a copy works only there.
+            self.split = SplitIndex.make(self.git, len(tracker.tracked))
 
     # -- reopening (resume, apply, show) ------------------------------------------------------
 
@@ -297,6 +299,8 @@ class Workspace:
         self._head_tree = tree
         self._compared[(old, self.head)] = comparison
         self._settled()
+        if self.split is not None and self.git.index_file is not None:
+            self.split.compact(self.git, self.git.index_file)
         self._mirror_index()
         return comparison.changes
 
