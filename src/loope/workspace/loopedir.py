@@ -10,7 +10,7 @@ from pathlib import Path
 
 from loope.records.rundir import LOOPE_DIR, ensure_loope_dir
 
-__all__ = ["LOOPE_DIR", "ensure_loope_dir", "outside_view"]
+__all__ = ["LOOPE_DIR", "ensure_loope_dir", "outside_view", "workspace_tree"]
 
 
 def outside_view(path: Path) -> Path:
@@ -21,3 +21,11 @@ def outside_view(path: Path) -> Path:
             upper = parent.parent / "upper" / path.relative_to(parent)
             return upper if upper.is_file() and not path.exists() else path
     return path
+
+
+def workspace_tree(path: Path) -> Path | None:
+    """The ``workspace`` tree of a run dir holding ``path`` (the workdir's counterpart may be a subdirectory)."""
+    for candidate in (path, *path.parents):
+        if candidate.name == "workspace" and (candidate.parent / "spec.json").exists():
+            return candidate
+    return None

@@ -26,6 +26,7 @@ from loope.workspace.git import Comparison, Git, safe_command, safe_env, topleve
 from loope.workspace.ignores import FrozenIgnores, collect
 from loope.workspace.loopedir import LOOPE_DIR as LOOPE_DIR  # noqa: PLC0414 - re-exported for older importers
 from loope.workspace.loopedir import ensure_loope_dir as ensure_loope_dir  # noqa: PLC0414 - re-exported likewise
+from loope.workspace.loopedir import workspace_tree
 from loope.workspace.split_index import SplitIndex
 from loope.workspace.watch import Watcher
 
@@ -205,7 +206,7 @@ class Workspace:
             git = Git(path, git_dir)
             run_dir = git_dir.parent if git_dir is not None else None
         else:
-            tree = _tree_of(path)
+            tree = workspace_tree(path)
             git = _confined(tree, git_dir) if tree is not None else Git(path)
             run_dir = tree.parent if tree is not None else None
         ws = cls(mode, path, git, base, head, branch=branch, start=start, git_dir=git_dir, run_dir=run_dir)
@@ -389,14 +390,6 @@ def _confined(tree: Path, git_dir: Path | None) -> Git:
     can point loope's own commands neither at the user's repository nor at one the agent made.
     """
     return Git(tree, git_dir, env={"GIT_CEILING_DIRECTORIES": str(tree.resolve().parent)})
-
-
-def _tree_of(path: Path) -> Path | None:
-    """The ``workspace`` tree of a run dir holding ``path`` (the workdir's counterpart may be a subdirectory)."""
-    for candidate in (path, *path.parents):
-        if candidate.name == "workspace" and (candidate.parent / "spec.json").exists():
-            return candidate
-    return None
 
 
 def restart_own_index(git_dir: Path, run_dir: Path) -> None:
