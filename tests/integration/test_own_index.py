@@ -10,7 +10,7 @@ from pathlib import Path
 
 from loope.workspace.git import Git
 from loope.workspace.split_index import SplitIndex
-from tests.conftest import Project, git, reporting_to
+from tests.conftest import Project, in_workspace, reporting_to, run_file, run_git
 
 BULK = 600
 
@@ -85,24 +85,23 @@ print("done")
 """
 
 
-def test_the_agents_git_sees_a_clean_tree_after_loope_folds_its_index_back(project, agent_script, cli, tmp_path):
+def test_the_agents_git_sees_a_clean_tree_after_loope_folds_its_index_back(
+    project, agent_script, cli, tmp_path, workspace_mode
+):
     bulky(project)
     out = tmp_path / "report" / "status.json"
     out.parent.mkdir()
     implementer = agent_script(AGENT.format(out=str(out)))
-    done = reporting_to(cli, out.parent)(
+    done = reporting_to(in_workspace(cli, workspace_mode), out.parent)(
         "run", "touch the bulk", "--implementer", implementer, "--no-review", "--max-iters", "3",
-        "--stall-after", "9", "--keep-workspace", cwd=project.path,
+        "--stall-after", "9", cwd=project.path,
     )  # fmt: skip
     assert done.exit_code == 1, done.out + done.err  # max_iters
     assert json.loads(out.read_text()) == ""  # loope's commits left the agent's view of the index clean
     run_dir = project.runs()[-1]
     run = json.loads((run_dir / "run.json").read_text())
     assert (run_dir / "workspace.index").stat().st_size <= 16 * 1024  # folded back: a few entries of its own
-    tree = Path(run["workspace"]["path"])
-    head = run["workspace"]["head"]
-    assert git(tree, "show", f"{head}:bulk/d0/f0.txt") == "changed\n"
-    listed = git(tree, "ls-tree", "-r", "--name-only", head, "bulk").split()
+    assert run_file(run, "bulk/d0/f0.txt") == "changed\n"
+    listed = run_git(run, "ls-tree", "-r", "--name-only", run["workspace"]["head"], "bulk").split()
     assert "bulk/d0/f1.txt" not in listed
     assert len(listed) == BULK - 1
-    assert git(tree, "status", "--porcelain") == ""
