@@ -9,7 +9,10 @@
   sharing         four runs from one state: how many snapshots they made
 
 Usage: python benchmarks/overlay.py [--files 20000] [--small 2000] [--repeat 3] [--iterations 10]
-                                   [--only mounts,start,iterations,sharing]
+                                   [--only mounts,start,iterations,sharing] [--start-before SRC]
+
+--start-before SRC also measures the run start rows with the loope package under SRC (another checkout's
+src/ directory, e.g. main's), its samples interleaved with the others: a before/after table from one run.
 
 Before every sample the disk is synced (untimed), so no sample pays for the writeback of the one
 before it (the floor's 20,000 files, a removed snapshot); each row's spread is printed with it.
@@ -90,10 +93,10 @@ def bench_mounts(table: Table, big: Path, root: Path, files: int, repeat: int) -
             )
 
 
-def dry_run(repo: Path, agent: Path) -> float:
+def dry_run(repo: Path, agent: Path, env: dict[str, str] | None = None) -> float:
     argv = [*LOOPE, "run", "bench", "--dry-run", "--implementer", f"exec:{agent}", "--no-review", "--quiet"]
     os.sync()  # no sample pays for the writeback of the one before (nor of a removed snapshot)
-    return timed([*argv, "--workspace", "overlay"], repo)
+    return timed([*argv, "--workspace", "overlay"], repo, env=env)
 
 
 def worktree_floor(repo: Path, target: Path) -> tuple[float, float]:
@@ -106,31 +109,36 @@ def worktree_floor(repo: Path, target: Path) -> tuple[float, float]:
     return added - started, time.perf_counter() - added
 
 
-def bench_start(table: Table, repos: dict[int, Path], repeat: int) -> None:
+def bench_start(table: Table, repos: dict[int, Path], repeat: int, before: Path | None) -> None:
+    trees: dict[str, dict[str, str] | None] = {"": None}
+    if before is not None:
+        trees[f" (before: {before})"] = {**ENV, "PYTHONPATH": str(before)}
     for files, repo in repos.items():
         agent = script(repo.parent, "noop.sh", "#!/bin/sh\necho done\n")
         layers = repo / ".loope" / "snapshots" / "layers"
-        floors, adds, warm, cold = [], [], [], []
+        floors, adds = [], []
+        warm: dict[str, list[float]] = {name: [] for name in trees}
+        cold: dict[str, list[float]] = {name: [] for name in trees}
+        samples = ["floor", *trees]
         for i in range(repeat):
-            # The floor first, then last: neither side always runs right after the other's writes.
-            for sample in ("floor", "loope") if i % 2 == 0 else ("loope", "floor"):
+            # The order turns each round: no side always runs right after another's writes.
+            for sample in samples[i % len(samples) :] + samples[: i % len(samples)]:
                 if sample == "floor":
                     add, remove = worktree_floor(repo, repo.parent / f"wt-{files}-{i}")
                     floors.append(add + remove)
                     adds.append(add)
                     continue
                 shutil.rmtree(layers, ignore_errors=True)
-                cold.append(dry_run(repo, agent))
-                warm.append(dry_run(repo, agent))
-        f, c, w = median(floors), median(cold), median(warm)
-        print(
-            f"    {files} files, seconds: floor {_spread(floors)} (of which add {_spread(adds)}),"
-            f" built {_spread(cold)}, in place {_spread(warm)}"
-        )
-        table.add(
-            f"run start, {files} files, snapshot in place", ms(w), f"worktree add + remove {ms(f)}", w / f, "≤ 0.1x"
-        )
-        table.add(f"run start, {files} files, snapshot built", ms(c), f"worktree add + remove {ms(f)}", c / f, "≤ 1.1x")
+                cold[sample].append(dry_run(repo, agent, trees[sample]))
+                warm[sample].append(dry_run(repo, agent, trees[sample]))
+        f = median(floors)
+        print(f"    {files} files, seconds: floor {_spread(floors)} (of which add {_spread(adds)})")
+        for name in trees:
+            c, w = median(cold[name]), median(warm[name])
+            print(f"    {files} files{name}, seconds: built {_spread(cold[name])}, in place {_spread(warm[name])}")
+            floor = f"worktree add + remove {ms(f)}"
+            table.add(f"run start, {files} files, snapshot in place{name}", ms(w), floor, w / f, "≤ 0.1x")
+            table.add(f"run start, {files} files, snapshot built{name}", ms(c), floor, c / f, "≤ 1.1x")
 
 
 def _spread(samples: list[float]) -> str:
@@ -173,6 +181,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"some of {','.join(SECTIONS)}")
+    parser.add_argument("--start-before", type=Path, help="a loope src/ directory to measure the start rows against")
     args = parser.parse_args()
     only = set(args.only.split(","))
     root = Path(tempfile.mkdtemp(prefix="loope-overlay-bench-"))
@@ -182,12 +191,14 @@ def main() -> None:
         repos = {args.small: make_repo(root, args.small), args.files: make_repo(root, args.files)}
         # An installed package starts from compiled bytecode (pip compiles it); with PYTHONDONTWRITEBYTECODE
         # set, an editable install would compile every module a start imports, every time.
-        sh([sys.executable, "-m", "compileall", "-q", str(Path(loope_package()).parent)], root)
+        for package in (Path(loope_package()).parent, args.start_before):
+            if package is not None:
+                sh([sys.executable, "-m", "compileall", "-q", str(package.resolve())], root)
         before = os.getloadavg()[0]
         if "mounts" in only:
             bench_mounts(table, repos[args.files], root, args.files, args.repeat)
         if "start" in only:
-            bench_start(table, repos, args.repeat)
+            bench_start(table, repos, args.repeat, args.start_before and args.start_before.resolve())
         if "iterations" in only:
             bench_iterations(table, repos, args.iterations, args.repeat)
         if "sharing" in only:
