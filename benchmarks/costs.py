@@ -138,12 +138,14 @@ def step_time(run: Path, role: str) -> float:
 
 
 def remove_workspace(repo: Path, run: Path) -> None:
-    if (run / "workspace").exists():
+    if (run / "workspace" / ".git").exists():  # a kept worktree (an overlay's mount point stays, empty)
         sh(["git", "worktree", "remove", "--force", str(run / "workspace")], repo)
 
 
 def loop_run(repo: Path, agent: Path, iterations: int) -> Path:
+    """A run of ``iterations`` in a worktree workspace (overlay iterations are benchmarks/overlay.py's)."""
     args = [*LOOPE, "run", "bench", "--implementer", f"exec:{agent}", "--no-review", "--quiet"]
+    args += ["--workspace", "worktree"]
     timed([*args, "--max-iters", str(iterations), "--stall-after", str(iterations + 1)], repo, ok=(0, 1))
     run = last_run(repo)
     remove_workspace(repo, run)
