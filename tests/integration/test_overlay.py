@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.conftest import make_project
+from tests.conftest import make_project, run_git
 from tests.helpers.attacks import shell_implementer
 from tests.helpers.overlay import LOOPE, layers, loope, our_mounts, run_args
 from tests.helpers.tree_snapshot import snapshot
@@ -325,3 +325,16 @@ def test_a_run_in_a_subdirectory_continues_and_applies_only_its_part(tmp_path, l
     assert loope("apply", "0001", "--workdir", "pkg", cwd=repo.path).returncode == 0
     assert repo.read("pkg/calc.py") == "def add(a, b):\n    return a + b\n"
     assert repo.read("calc.py") == "def add(a, b):\n    return a - b\n"  # the top's calc.py is not the run's
+
+
+def test_the_runs_commits_carry_the_identity_of_the_users_repository_however_it_is_spelled(project, tmp_path, loope):
+    name, email = 'Ada "the" Lovelace; # \\ first', "ada@example.com"
+    project.git("config", "user.name", name)  # the repository's own config, which the run's git does not read
+    project.git("config", "user.email", email)
+    fix = "printf 'def add(a, b):\\n    return a + b\\n' > calc.py\n"
+    done = loope(*run_args(shell_implementer(tmp_path / "agents", fix)), cwd=project.path)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads((project.runs()[-1] / "run.json").read_text())
+    shown = run_git(record, "log", "-1", "--format=%an|%ae|%cn", record["workspace"]["head"])
+    assert shown.strip() == f"{name}|{email}|{name}"

@@ -177,7 +177,7 @@ def _hidden_here(store: Store) -> bool:
 
 def _quoted(value: str) -> str:
     """``value`` as a git config value (quoted: spaces, ``#`` and ``;`` stay part of it)."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def fork(run_dir: Path, into: Path, git: Git, head: str) -> tuple[Path, Path]:
