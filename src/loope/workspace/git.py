@@ -19,6 +19,7 @@ from pathlib import Path
 from loope.errors import LoopeError
 from loope.proc import ProcResult, run_process
 from loope.records.model import ChangeStatus, FileChange
+from loope.workspace.git_drivers import runs_no_driver
 
 _STATUS: dict[str, ChangeStatus] = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
 
@@ -54,17 +55,6 @@ _NO_INDEX = {"GIT_INDEX_FILE": "/proc/self/loope-no-index"}
 _DRIVER_PROGRAMS = {"filter": ("clean", "smudge", "process"), "diff": ("textconv",)}
 # Variables that could make git run something, or point it at another repository or config.
 _SCRUBBED_PREFIXES = ("GIT_", "SSH_ASKPASS")
-# Commands that never run a filter or diff program, so the repository's driver names need not be read for
-# them (a `git config` process fewer each): they touch refs, objects and the index, never a file's content.
-_NO_DRIVERS = frozenset({
-    "rev-parse", "config", "commit-tree", "update-ref", "write-tree", "ls-tree", "for-each-ref", "symbolic-ref",
-    "check-ref-format", "rev-list", "show-ref", "pack-objects", "index-pack",
-})  # fmt: skip
-# Per command: the only arguments with which it stays clear of programs (an index-only ``update-index``, say).
-_NO_DRIVERS_WITH = {
-    "update-index": frozenset({"--split-index", "--no-split-index", "--index-info", "--force-remove", "--stdin", "-z"}),
-    "ls-files": frozenset({"-z", "--full-name", "--cached", "-c", "--stage", "-s"}),
-}
 
 
 def safe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -94,22 +84,6 @@ class GitError(LoopeError):
 class TreeEntry:
     mode: str
     sha: str
-
-
-def _runs_no_driver(args: Sequence[str]) -> bool:
-    """Whether ``git ARGS`` certainly runs no clean/smudge filter nor textconv, whatever the config says."""
-    if not args:
-        return False
-    command, rest = args[0], args[1:]
-    if command in _NO_DRIVERS:
-        return True
-    if command in _NO_DRIVERS_WITH:
-        return set(rest) <= _NO_DRIVERS_WITH[command]
-    if command == "read-tree":  # with -u (or a merge) it writes the work tree
-        return not any(a.startswith("-") for a in rest)
-    if command in ("cat-file", "diff-tree"):  # programs only when asked for (--filters, --textconv, --ext-diff)
-        return not any(a.startswith(("--filters", "--textconv", "--ext-diff", "--path")) for a in rest)
-    return False
 
 
 def blob_sha(data: bytes) -> str:
@@ -143,7 +117,7 @@ class Git:
         self._drivers = None
 
     def _driver_overrides(self, args: Sequence[str]) -> tuple[str, ...]:
-        if self._drivers is None and not _runs_no_driver(args):
+        if self._drivers is None and not runs_no_driver(args):
             raw = run_process(
                 safe_command("config", "-z", "--name-only", "--get-regexp", r"^(filter|diff)\."),
                 cwd=self.work_tree,
