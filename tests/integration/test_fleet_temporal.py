@@ -21,6 +21,8 @@ import pytest
 
 pytest.importorskip("temporalio")
 
+from temporalio.client import Client
+
 from tests.conftest import GATE, PYTHON
 from tests.integration.test_control import DEADLINE_S, loope, wait_for
 from tests.integration.test_fleet import FIXER, fleet_dir, marks, run_record, write_fleet
@@ -48,8 +50,19 @@ def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         with socket.socket() as s:
             return s.connect_ex(("127.0.0.1", port)) == 0
 
+    def serving() -> bool:  # listening is not yet serving: its frontend answers once its store is up
+        async def health() -> bool:
+            client = await Client.connect(f"127.0.0.1:{port}")
+            return await asyncio.wait_for(client.service_client.check_health(), 10)
+
+        try:
+            return asyncio.run(health())
+        except Exception:  # noqa: BLE001 - any failure to answer means: not yet
+            return False
+
     try:
         wait_for(listening, "the Temporal dev server to listen")
+        wait_for(serving, "the Temporal dev server to answer")
         yield f"127.0.0.1:{port}"
     finally:
         os.killpg(server.pid, signal.SIGTERM)
@@ -76,7 +89,9 @@ class Workers:
                 argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, start_new_session=True
             )
         self.procs.append(proc)
-        wait_for(lambda: "loope worker: task queue" in log.read_text(), f"worker {name} to connect")
+        connected = lambda: "loope worker: task queue" in log.read_text()  # noqa: E731
+        wait_for(lambda: connected() or proc.poll() is not None, f"worker {name} to connect")
+        assert connected(), log.read_text()  # a worker that gave up says why, at once
         return proc
 
     def close(self) -> None:
