@@ -23,6 +23,13 @@ from loope.workspace.git import Git, toplevel
 from loope.workspace.overlay import LAYOUT_FILE
 
 
+class NothingToBranch(LoopeError):
+    """The run has no change to put on a branch (exit 1: nothing is wrong, there is just nothing to do)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit_code=EXIT_FAILED)
+
+
 @dataclass(frozen=True)
 class Branched:
     """What ``branch_run`` left: the branch, its tip, where it was before, and the run's commits on it."""
@@ -45,13 +52,12 @@ def branch_run(record: RunRecord, run_dir: Path, name: str | None = None) -> Bra
     source = _source(record, run_dir, name, user)
     commits = len(source.git.out("rev-list", "--first-parent", f"{ws.base}..{ws.head}").split())
     if not commits:
-        raise LoopeError(f"run {run_id} made no commits; there is nothing to put on a branch", exit_code=EXIT_FAILED)
+        raise NothingToBranch(f"run {run_id} made no commits; there is nothing to put on a branch")
     scratch = (run_dir / "branch.index").absolute()
     tip = replay(source.git, start=source.start, base=ws.base, head=ws.head, scratch=scratch)
     if tip is None or tip == source.start:
-        raise LoopeError(
-            f"run {run_id}'s commits change nothing on the commit it started from; there is nothing to put on a branch",
-            exit_code=EXIT_FAILED,
+        raise NothingToBranch(
+            f"run {run_id}'s commits change nothing on the commit it started from; there is nothing to put on a branch"
         )
     branch = source.branch
     current = user.rev(f"refs/heads/{branch}")
@@ -85,7 +91,7 @@ def publish_overlay(record: RunRecord, run_dir: Path) -> str | None:
     try:
         branched = branch_run(record, run_dir, ws.branch)
     except LoopeError as exc:
-        return None if exc.exit_code == EXIT_FAILED and "nothing to put on a branch" in str(exc) else str(exc)
+        return None if isinstance(exc, NothingToBranch) else str(exc)
     run_git, user = Git(run_dir / "workspace", Path(ws.git_dir)), Git(branched.checkout or Path(record.workdir))
     listed = run_git.out("for-each-ref", "--format=%(objectname) %(refname)", f"refs/loope/{record.run_id}/")
     for line in listed.splitlines():
