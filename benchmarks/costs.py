@@ -17,6 +17,15 @@ Usage: python benchmarks/costs.py [--files 20000] [--small 2000] [--iterations 1
                                  [--rows dry-run,iterations,apply,output,startup]
                                  [--startup-samples 10] [--startup-before SRC]
 
+How the iteration rows are measured, alike for loope and the floor: each starts in a tree just checked
+out (loope's worktree, the floor's clone), whose 2,000+ freshly written files the kernel still has to write
+back. That writeback is a cost of the checkout, not of an iteration, yet it slows whatever touches the disk
+in the next seconds: the first ~10 iterations of a run cost 2-3x the rest. So iteration 0, a warm-up of
+both, runs the same agent, which also syncs the disk (`sync`); the samples are iterations 1..N after it.
+An iteration's cost is the time from its start to the next one's (loope: `iteration_started` events; the
+floor: a timestamp at the top of its loop), so what happens between iterations counts too; both rows take
+the median of their samples.
+
 --startup-before SRC also measures the startup row with the loope package under SRC (another checkout's
 src/ directory, e.g. main's), its samples interleaved with the others: a before/after table from one run.
 --startup-instructions adds the startup row counted in instructions (valgrind's callgrind, the loope
@@ -26,6 +35,7 @@ process alone): not the target's measure, but one that a loaded machine does not
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -49,15 +59,22 @@ ENV = {
     "GIT_COMMITTER_EMAIL": "bench@localhost",
     "NO_COLOR": "1",
 }
-# The agent of the iteration rows: one small edit, with contents that differ every time.
-EDIT_AGENT = '#!/bin/sh\necho "iteration $LOOPE_ITERATION $$" >> bench-notes.txt\necho done\n'
+# The agent of the iteration rows: one small edit, with contents that differ every time. In the warm-up
+# iteration (the first) it also writes back what the checkout before it left dirty (see the docstring).
+EDIT_AGENT = """#!/bin/sh
+[ "$LOOPE_ITERATION" = 1 ] && sync
+echo "iteration $LOOPE_ITERATION $$" >> bench-notes.txt
+echo done
+"""
 REWRITE_AGENT = '#!/bin/sh\nfor f in d*/f*.txt; do echo "rewritten $f" >> "$f"; done\necho ok\n'
 LOUD_AGENT = "#!/bin/sh\nyes 'a line of agent output, as long as a log line would be' | head -c {n}\necho\necho done\n"
 # The floor of one iteration: the same agent, then the git plumbing that records its change.
-FLOOR_LOOP = """#!/bin/sh
+# bash for $EPOCHREALTIME: a timestamp without a process.
+FLOOR_LOOP = """#!/bin/bash
 set -e
 i=0
 while [ $i -lt {n} ]; do
+  echo "$EPOCHREALTIME" >> {times}
   i=$((i + 1))
   LOOPE_ITERATION=$i sh {agent} > /dev/null
   git add -A
@@ -65,6 +82,7 @@ while [ $i -lt {n} ]; do
   commit=$(git commit-tree "$tree" -p HEAD -m "iteration $i")
   git update-ref HEAD "$commit"
 done
+echo "$EPOCHREALTIME" >> {times}
 """
 ROWS = ("dry-run", "iterations", "apply", "output", "startup")
 MEASURE_RSS = """
@@ -119,16 +137,14 @@ def ts(event: dict[str, object]) -> float:
     return datetime.fromisoformat(str(event["ts"]).replace("Z", "+00:00")).timestamp()
 
 
-def iteration_times(run: Path) -> list[float]:
-    """Each iteration's duration, from its start to its end, in the run's own events."""
-    starts: dict[object, float] = {}
-    out = []
-    for event in events(run):
-        if event["type"] == "iteration_started":
-            starts[event["iteration"]] = ts(event)
-        elif event["type"] == "iteration_finished":
-            out.append(ts(event) - starts[event["iteration"]])
-    return out
+def after_warm_up(starts: list[float]) -> list[float]:
+    """Each iteration's cost from its start to the next one's, without the warm-up (the first)."""
+    return [b - a for a, b in itertools.pairwise(starts[1:])]
+
+
+def iteration_costs(run: Path) -> list[float]:
+    """The costs of a run's iterations after its warm-up, from its own events."""
+    return after_warm_up([ts(event) for event in events(run) if event["type"] == "iteration_started"])
 
 
 def step_time(run: Path, role: str) -> float:
@@ -143,7 +159,11 @@ def remove_workspace(repo: Path, run: Path) -> None:
 
 
 def loop_run(repo: Path, agent: Path, iterations: int) -> Path:
-    """A run of ``iterations`` in a worktree workspace (overlay iterations are benchmarks/overlay.py's)."""
+    """A run of the warm-up and ``iterations`` more, in a worktree (overlay iterations are benchmarks/overlay.py's).
+
+    One more iteration follows, so that the last one measured has an end (the next one's start).
+    """
+    iterations += 2
     args = [*LOOPE, "run", "bench", "--implementer", f"exec:{agent}", "--no-review", "--quiet"]
     args += ["--workspace", "worktree"]
     timed([*args, "--max-iters", str(iterations), "--stall-after", str(iterations + 1)], repo, ok=(0, 1))
@@ -152,15 +172,16 @@ def loop_run(repo: Path, agent: Path, iterations: int) -> Path:
     return run
 
 
-def floor_iterations(repo: Path, agent: Path, n: int) -> float:
-    """Per-iteration time of the shell floor, in a scratch clone of ``repo``."""
-    clone = repo.parent / f"floor-{repo.name}"
+def floor_iterations(repo: Path, agent: Path, n: int) -> list[float]:
+    """The shell floor's ``n`` iteration costs after its warm-up, in a fresh scratch clone of ``repo``."""
+    clone, times = repo.parent / f"floor-{repo.name}", repo.parent / "floor-times.txt"
     shutil.rmtree(clone, ignore_errors=True)
+    times.unlink(missing_ok=True)
     sh(["git", "clone", "-q", "--shared", str(repo), str(clone)], repo.parent)
-    loop = script(repo.parent, "floor.sh", FLOOR_LOOP.format(n=n, agent=agent))
-    elapsed = timed(["sh", str(loop)], clone)
+    loop = script(repo.parent, "floor.sh", FLOOR_LOOP.format(n=n + 1, agent=agent, times=times))
+    timed(["bash", str(loop)], clone)
     shutil.rmtree(clone, ignore_errors=True)
-    return elapsed / n
+    return after_warm_up([float(line) for line in times.read_text().split()])
 
 
 def median(samples: list[float]) -> float:
@@ -209,12 +230,12 @@ def bench_iterations(table: Table, repos: tuple[Path, Path], sizes: tuple[int, i
     floors, per_small, per_big = [], [], []
     long_run: list[float] = []
     for i in range(repeat):
-        floors.append(floor_iterations(small, agent, 20))
-        times = iteration_times(loop_run(small, agent, n if i == 0 else 20))
+        floors.append(median(floor_iterations(small, agent, 20)))
+        times = iteration_costs(loop_run(small, agent, n if i == 0 else 20))
         if i == 0:
             long_run = times
         per_small.append(median(times[:20]))
-        per_big.append(median(iteration_times(loop_run(big, agent, 20))))
+        per_big.append(median(iteration_costs(loop_run(big, agent, 20))))
     one, floor = median(per_small), median(floors)
     table.add(f"one iteration, {sizes[0]} files", ms(one), f"shell loop {ms(floor)}", one / floor, "≤ 1.3x")
     large = median(per_big)

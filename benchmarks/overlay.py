@@ -5,7 +5,8 @@
                   and a gate (pytest collecting over the tree, then every file read)
   run start       `loope run --dry-run --workspace overlay` at 2k and 20k files vs `git worktree add`
                   (+ remove) of the same repository: with the snapshot in place, and building it
-  iteration       one overlay iteration on the 20k repository vs one on the 2k repository
+  iteration       one overlay iteration on the 20k repository vs one on the 2k repository, measured as
+                  costs.py measures iterations (after a warm-up that syncs the disk, start to start)
   sharing         four runs from one state: how many snapshots they made
 
 Usage: python benchmarks/overlay.py [--files 20000] [--small 2000] [--repeat 3] [--iterations 10]
@@ -32,10 +33,23 @@ import tempfile
 import time
 from pathlib import Path
 
-from costs import ENV, LOOPE, Table, iteration_times, last_run, loope_package, make_repo, median, ms, script, sh, timed
+from costs import (
+    EDIT_AGENT,
+    ENV,
+    LOOPE,
+    Table,
+    iteration_costs,
+    last_run,
+    loope_package,
+    make_repo,
+    median,
+    ms,
+    script,
+    sh,
+    timed,
+)
 
 GATE_TEST = "import pathlib\n\n\ndef test_files():\n    assert len(list(pathlib.Path('.').glob('d*/f*.txt'))) > 0\n"
-EDIT_AGENT = '#!/bin/sh\necho "iteration $LOOPE_ITERATION $$" >> bench-notes.txt\necho done\n'
 GATE = f"{sys.executable} -m pytest -q -p no:cacheprovider test_gate.py && git ls-files -z | xargs -0 cat > /dev/null"
 
 
@@ -153,10 +167,9 @@ def bench_iterations(table: Table, repos: dict[int, Path], n: int, repeat: int) 
         for files, repo in order if i % 2 == 0 else order[::-1]:
             agent = script(repo.parent, "edit.sh", EDIT_AGENT)
             argv = [*LOOPE, "run", "bench", "--implementer", f"exec:{agent}", "--no-review", "--quiet"]
-            timed(
-                [*argv, "--workspace", "overlay", "--max-iters", str(n), "--stall-after", str(n + 1)], repo, ok=(0, 1)
-            )
-            per[files] += iteration_times(last_run(repo))[1:]  # the first one warms the mount's caches
+            argv += ["--workspace", "overlay", "--max-iters", str(n + 2), "--stall-after", str(n + 3)]
+            timed(argv, repo, ok=(0, 1))
+            per[files] += iteration_costs(last_run(repo))  # as costs.py measures them: after a warm-up
     s, b = median(per[small_files]), median(per[big_files])
     table.add(f"one overlay iteration, {big_files} vs {small_files} files", ms(b), ms(s), b / s, "≤ 1.1x")
 
