@@ -119,3 +119,28 @@ def test_a_file_hard_linked_outside_the_target_is_replaced_not_written_through(p
     assert applied.exit_code == 0, applied.err
     assert project.read("calc.py") == "fixed\n"
     assert outside.read_bytes() == before
+
+
+def test_a_fifo_where_the_run_writes_a_file_is_a_conflict_and_never_read(project, cli, tmp_path) -> None:
+    """Reading a fifo would block apply forever: it is planned as a conflict unread, and --force replaces it."""
+    run(cli, project, shell_agent(tmp_path, "echo fixed > calc.py\n"))
+    (project.path / "calc.py").unlink()
+    os.mkfifo(project.path / "calc.py")
+    refused = cli("apply", "0001", cwd=project.path)
+    assert refused.exit_code == 1
+    assert "calc.py" in refused.out and "conflict" in refused.out
+    assert (project.path / "calc.py").is_fifo()
+    forced = cli("apply", "0001", "--force", cwd=project.path)
+    assert forced.exit_code == 0, forced.err
+    assert project.read("calc.py") == "fixed\n"
+
+
+def test_many_files_land_and_each_plan_line_is_printed(project, cli, tmp_path) -> None:
+    """Files in new and existing directories, one printed line each, in one apply."""
+    body = "".join(f"mkdir -p new{d}; for i in 1 2 3; do echo $i > new{d}/f$i.txt; done\n" for d in range(3))
+    run(cli, project, shell_agent(tmp_path, body + "echo fixed > calc.py\n"))
+    applied = cli("apply", "0001", cwd=project.path)
+    assert applied.exit_code == 0, applied.err
+    lines = [line for line in applied.out.splitlines() if line[:2] in ("A ", "M ")]
+    assert sorted(lines) == sorted(["M calc.py", *(f"A new{d}/f{i}.txt" for d in range(3) for i in (1, 2, 3))])
+    assert all(project.read(f"new{d}/f{i}.txt") == f"{i}\n" for d in range(3) for i in (1, 2, 3))

@@ -51,8 +51,7 @@ def apply(
         click.echo(f"run {record.run_id} changed no files; nothing to apply")
         return 0
     conflicts = [p for p in planned if p.conflict]
-    for item in planned:
-        click.echo(item.line())
+    click.echo("\n".join(item.line() for item in planned))  # one write: a line each is a syscall each
     if conflicts:
         raise LoopeError(
             f"{len(conflicts)} file(s) in {target} changed since the run started ({conflicts[0].path} first);"

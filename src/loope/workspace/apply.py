@@ -7,9 +7,11 @@ file is checked before the first one is written, so a refused apply leaves nothi
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Literal
 
 from loope.errors import EXIT_FAILED, LoopeError
@@ -39,86 +41,109 @@ class PlannedFile:
         return text
 
 
-def _inside(root: Path, path: Path) -> bool:
-    try:
-        path.relative_to(root)
-    except ValueError:
-        return False
-    return True
+def _inside(root: str, path: str) -> bool:
+    """Whether ``path`` is ``root`` or below it (both resolved)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _in_git_dir(root: Path, path: Path) -> bool:
-    """Whether ``path`` (resolved) is in a ``.git`` directory under ``root``, or is one."""
-    return ".git" in path.relative_to(root).parts
+def _in_git_dir(root: str, path: str) -> bool:
+    """Whether ``path`` (resolved, inside ``root``) is in a ``.git`` directory under ``root``, or is one."""
+    return ".git" in path[len(root) :].split("/")
 
 
 class _Destinations:
-    """Where a run's paths land in a target, refused when outside it or in a .git; each directory is checked once."""
+    """Where a run's paths land in a target, refused when outside it or in a .git; each directory is checked once.
+
+    Paths are strings here: a few thousand files would spend more in pathlib than in the file system.
+    """
 
     def __init__(self, target: Path) -> None:
-        self.target = target
-        self.root = target.resolve()
-        self._parents: set[Path] = set()
-        self._dirs: set[Path] = set()
+        self.target = os.fspath(target)
+        self.root = os.path.realpath(target)
+        self._parents: set[str] = set()
+        self._dirs: set[str] = set()
 
-    def check(self, rel: str) -> Path:
-        """The destination of ``rel``; LoopeError when it would land outside the target or in a .git."""
-        pure = PurePosixPath(rel)
-        if pure.is_absolute() or ".." in pure.parts or ".git" in pure.parts or not pure.parts:
+    def check(self, rel: str) -> tuple[str, os.stat_result | None]:
+        """The destination of ``rel`` and its lstat (None: nothing there); LoopeError when it would land outside
+        the target or in a .git."""
+        parts = rel.split("/")
+        if not rel or rel.startswith("/") or {"", ".", "..", ".git"} & set(parts):
             raise LoopeError(f"refusing to apply {rel!r}: the path leaves the target or enters .git")
-        dest = self.target.joinpath(*pure.parts)
+        dest = self.path(rel)
         self.check_parent(rel, dest)
-        self._check_obstacles(rel, pure, dest)
-        return dest
+        return dest, self._check_obstacles(rel, parts, dest)
 
-    def check_parent(self, rel: str, dest: Path) -> None:
+    def path(self, rel: str) -> str:
+        return f"{self.target}/{rel}"
+
+    def check_parent(self, rel: str, dest: str) -> None:
         """Refuse a destination whose directory, symlinks followed, is outside the target or in a .git."""
-        if dest.parent in self._parents:
+        directory = os.path.dirname(dest)
+        if directory in self._parents:
             return
-        parent = dest.parent.resolve()
+        parent = os.path.realpath(directory)
         if not _inside(self.root, parent):
             raise LoopeError(f"refusing to apply {rel!r}: a symlink in {self.target} leads outside it")
         if _in_git_dir(self.root, parent):
             raise LoopeError(f"refusing to apply {rel!r}: a symlink in {self.target} leads into a .git directory")
-        self._parents.add(dest.parent)
+        self._parents.add(directory)
 
     def forget(self) -> None:
         """A symlink was just written: any directory may lead elsewhere now."""
         self._parents.clear()
 
-    def _check_obstacles(self, rel: str, pure: PurePosixPath, dest: Path) -> None:
-        """A file where the run has a directory, or the reverse: not even --force may replace it."""
-        for depth in range(1, len(pure.parts)):
-            parent = self.target.joinpath(*pure.parts[:depth])
+    def _check_obstacles(self, rel: str, parts: list[str], dest: str) -> os.stat_result | None:
+        """A file where the run has a directory, or the reverse: not even --force may replace it.
+
+        Returns what is at ``dest`` (its lstat), or None when nothing is.
+        """
+        for depth in range(1, len(parts)):
+            parent = self.path("/".join(parts[:depth]))
             if parent in self._dirs:
                 continue
-            if os.path.lexists(parent) and not parent.is_dir():
-                where = "/".join(pure.parts[:depth])
+            try:
+                mode = os.stat(parent).st_mode  # a symlink to a directory is a directory here
+            except OSError:  # nothing there (the run creates it), or a dangling symlink or a loop: no directory
+                mode = 0 if os.path.lexists(parent) else stat.S_IFDIR
+            if not stat.S_ISDIR(mode):
+                where = "/".join(parts[:depth])
                 raise LoopeError(
                     f"cannot apply {rel!r}: {where} is a file in {self.target} but a directory in the run;"
                     " move it aside",
                     exit_code=EXIT_FAILED,
                 )
             self._dirs.add(parent)
-        if dest.is_dir() and not dest.is_symlink():
+        try:
+            found = os.lstat(dest)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISDIR(found.st_mode):
             raise LoopeError(
                 f"cannot apply {rel!r}: it is a directory in {self.target} but a file in the run; move it aside",
                 exit_code=EXIT_FAILED,
             )
+        return found
 
 
-def _current(dest: Path) -> TreeEntry | None:
-    """What is at ``dest`` now, as git would record it (mode and object id); None when nothing is."""
-    if dest.is_symlink():
+def _current(dest: str, found: os.stat_result | None) -> TreeEntry | None:
+    """What is at ``dest`` (``found``: its lstat), as git would record it (mode and object id); None: nothing."""
+    if found is None:
+        return None
+    if stat.S_ISLNK(found.st_mode):
         return TreeEntry(SYMLINK, blob_sha(os.fsencode(os.readlink(dest))))
-    if dest.is_dir():
+    if stat.S_ISDIR(found.st_mode):
         return TreeEntry("040000", "directory")
+    if not stat.S_ISREG(found.st_mode):  # a fifo, socket or device: never read (a fifo would block), never a match
+        return TreeEntry("000000", "special")
     try:
-        data = dest.read_bytes()
-        executable = os.stat(dest).st_mode & 0o100
+        fd = os.open(dest, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    return TreeEntry(EXECUTABLE if executable else "100644", blob_sha(data))
+    try:
+        data = _read_all(fd, found.st_size)
+    finally:
+        os.close(fd)
+    return TreeEntry(EXECUTABLE if found.st_mode & 0o100 else "100644", blob_sha(data))
 
 
 def plan(
@@ -138,17 +163,16 @@ def plan(
             planned.append(PlannedFile(path, "skip", "outside the run's workdir"))
             continue
         rel = path[len(prefix) :]
-        dest = destinations.check(rel)
+        dest, found = destinations.check(rel)
         if new is not None and new.mode == SYMLINK:
-            _check_link(target, rel, dest, os.fsdecode(links[new.sha]))
-        planned.append(_plan_file(rel, _current(dest), old, new, delete=delete, force=force))
+            _check_link(destinations.root, rel, dest, os.fsdecode(links[new.sha]))
+        planned.append(_plan_file(rel, _current(dest, found), old, new, delete=delete, force=force))
     return planned
 
 
-def _check_link(target: Path, rel: str, dest: Path, link: str) -> None:
-    """A symlink the run adds must stay inside ``target`` and out of every .git directory."""
-    root = target.resolve()
-    pointed = (dest.parent / link).resolve()
+def _check_link(root: str, rel: str, dest: str, link: str) -> None:
+    """A symlink the run adds must stay inside ``root`` (the target, resolved) and out of every .git directory."""
+    pointed = os.path.realpath(os.path.join(os.path.dirname(dest), link))
     if os.path.isabs(link) or not _inside(root, pointed):
         raise LoopeError(f"refusing to apply {rel!r}: it is a symlink to {link!r}, outside the target")
     if _in_git_dir(root, pointed):
@@ -253,24 +277,31 @@ def apply(git: Git, target: Path, planned: list[PlannedFile]) -> None:
     """
     blobs = git.blobs([p.entry.sha for p in planned if p.action in ("add", "update") and p.entry is not None])
     destinations = _Destinations(target)
+    made: set[str] = set()
     for item in planned:
         if item.action not in ("add", "update", "delete"):
             continue
-        dest = target.joinpath(*PurePosixPath(item.path).parts)
+        dest = destinations.path(item.path)
         destinations.check_parent(item.path, dest)
         if item.action == "delete":
-            dest.unlink(missing_ok=True)
-            _prune_emptied(dest.parent, target)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(dest)
+            _prune_emptied(Path(dest).parent, target)
+            made.clear()  # a directory may be gone now
             continue
         if item.entry is None:
             continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if os.path.lexists(dest):
-            dest.unlink()
+        directory = os.path.dirname(dest)
+        if directory not in made:
+            os.makedirs(directory, exist_ok=True)
+            made.add(directory)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(dest)
         data = blobs[item.entry.sha]
         if item.entry.mode == SYMLINK:
             os.symlink(os.fsdecode(data), dest)
             destinations.forget()
+            made.clear()
             continue
         _create(dest, data, 0o755 if item.entry.mode == EXECUTABLE else 0o644)
 
@@ -285,8 +316,20 @@ def _prune_emptied(directory: Path, target: Path) -> None:
         directory = directory.parent
 
 
-def _create(dest: Path, data: bytes, mode: int) -> None:
+def _create(dest: str, data: bytes, mode: int) -> None:
     """A new file at ``dest`` (the umask applies to ``mode``, as for any file the user creates)."""
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """Every byte ``fd`` holds (``size``: what its stat said, a hint: the file may have changed since)."""
+    chunks = [os.read(fd, size + 1)]
+    while chunks[-1]:
+        chunks.append(os.read(fd, 1 << 20))
+    return b"".join(chunks)

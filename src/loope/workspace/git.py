@@ -302,7 +302,10 @@ class Git:
         wanted = list(dict.fromkeys(shas))
         if not wanted:
             return {}
-        raw = self.run("cat-file", "--batch", stdin="".join(f"{sha}\n" for sha in wanted).encode()).stdout or b""
+        raw = (
+            self.run("cat-file", "--batch", "--buffer", stdin="".join(f"{sha}\n" for sha in wanted).encode()).stdout
+            or b""
+        )
         found: dict[str, bytes] = {}
         pos = 0
         for sha in wanted:
