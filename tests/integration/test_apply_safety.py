@@ -128,7 +128,7 @@ def test_a_fifo_where_the_run_writes_a_file_is_a_conflict_and_never_read(project
     os.mkfifo(project.path / "calc.py")
     refused = cli("apply", "0001", cwd=project.path)
     assert refused.exit_code == 1
-    assert "calc.py" in refused.out and "conflict" in refused.out
+    assert "M calc.py  (conflict: changed since the run started)" in refused.out
     assert (project.path / "calc.py").is_fifo()
     forced = cli("apply", "0001", "--force", cwd=project.path)
     assert forced.exit_code == 0, forced.err
