@@ -13,6 +13,8 @@ from typing import Any
 
 @dataclass
 class Lane:
+    """One candidate's lane: its agent, when it ran, what it last did, its gate and score."""
+
     candidate: int
     agent: str = ""
     started: float | None = None
@@ -26,6 +28,8 @@ class Lane:
 
 @dataclass
 class Lanes:
+    """The lanes of the iteration in flight, by candidate."""
+
     lanes: dict[int, Lane] = field(default_factory=dict)
     steps: dict[int, int] = field(default_factory=dict)
     """Step number → candidate, for the iteration in flight."""

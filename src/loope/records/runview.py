@@ -79,6 +79,8 @@ class Gate:
 
 @dataclass
 class Review:
+    """A reviewer's verdict and findings."""
+
     step: int
     adapter: str
     verdict: str | None

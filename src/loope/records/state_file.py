@@ -34,6 +34,8 @@ def create(path: Path, run_id: str, goal: str) -> None:
 
 @dataclass(frozen=True)
 class State:
+    """The state file as read: its status, iteration and loop id, its frontmatter and its text."""
+
     status: str
     """in-progress, done or blocked; in-progress when the file is missing or invalid."""
     iteration: int | None

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Migration:
+    """One step of the schema: its version (recorded once applied), a name, and its SQL."""
+
     version: int
     name: str
     sql: str
