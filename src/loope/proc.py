@@ -28,13 +28,14 @@ class Confinement(Protocol):
     """What a process runs inside (``loope.sandbox``): a command prefix, and a kill of all it left.
 
     ``enter`` is called once before the process starts; ``kill`` whenever its group is killed (it
-    ended, timed out, was stopped or interrupted) and must reach processes that left the group;
-    ``close`` once at the very end.
+    ended, timed out, was stopped or interrupted) and must reach processes that left the group,
+    with ``ended`` when the process had ended on its own (nothing killed it); ``close`` once at the
+    very end.
     """
 
     def enter(self, argv: tuple[str, ...], env: dict[str, str]) -> tuple[tuple[str, ...], dict[str, str]]: ...
 
-    def kill(self) -> None: ...
+    def kill(self, *, ended: bool = False) -> None: ...
 
     def close(self) -> None: ...
 
@@ -221,7 +222,7 @@ def _supervise(
         raise
     _signal_group(proc.pid, signal.SIGKILL)  # whatever it left behind in its group
     if confine is not None:
-        confine.kill()  # and whatever left the group (its own session, a double fork)
+        confine.kill(ended=outcome == (False, False))  # and whatever left the group (its own session, a double fork)
     pump.drain(DRAIN_S)
     return outcome
 

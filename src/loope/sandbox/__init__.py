@@ -116,14 +116,17 @@ class StepBox:
             argv = (*self.cgroup.prefix(), *argv)
         return argv, env
 
-    def kill(self) -> None:
+    def kill(self, *, ended: bool = False) -> None:
         self._killed = True
         if self.cgroup is not None:
             self.cgroup.kill()
         # Outside the box this is the net for what left the step's group. In the box nothing can leave
         # its PID namespace, but a namespace whose bubblewrap was killed (a timeout, a stop, an ACP
         # agent's end) is torn down after bubblewrap is gone: this waits until its processes are too.
-        reap.kill_marked(self.token)
+        # A bubblewrap that ended on its own is gone only after its namespace is: the kernel ends every
+        # process in a PID namespace, and waits for them, before its first process's end is seen.
+        if not (ended and self.sandboxed):
+            reap.kill_marked(self.token)
 
     def close(self) -> None:
         if not self._killed:  # once the process ended (``run_process`` kills at once), not again

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from loope.errors import LoopeError
 from loope.proc import ProcResult, run_process
 from loope.records.model import ChangeStatus, FileChange
 from loope.workspace.git_drivers import runs_no_driver
+from loope.workspace.refmove import move_head
 
 _STATUS: dict[str, ChangeStatus] = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
 
@@ -239,34 +239,9 @@ class Git:
     def commit_tree(self, tree: str, parent: str, message: str) -> str:
         """A commit of ``tree`` on top of ``parent``, and HEAD (its branch) moved there."""
         commit = self.run("commit-tree", tree, "-p", parent, "-m", message, env=self.author()).text.strip()
-        if not self._move_detached_head(parent, commit):
+        if self.git_dir is None or not move_head(self.git_dir, parent, commit, self._env):
             self.run("update-ref", "HEAD", commit)
         return commit
-
-    def _move_detached_head(self, old: str, new: str) -> bool:
-        """Move a HEAD detached at ``old`` to ``new`` as git would (a lock file renamed over it), without a process.
-
-        False where HEAD is anything else (a branch, another commit, a link): ``update-ref`` does it then.
-        """
-        if self.git_dir is None:
-            return False
-        head, lock = self.git_dir / "HEAD", self.git_dir / "HEAD.lock"
-        try:
-            if not stat.S_ISREG(os.lstat(head).st_mode) or head.read_bytes() != f"{old}\n".encode():
-                return False
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        except OSError:
-            return False  # held by a git command right now, say
-        try:
-            try:
-                os.write(fd, f"{new}\n".encode())
-            finally:
-                os.close(fd)
-            os.replace(lock, head)
-        except OSError:
-            lock.unlink(missing_ok=True)
-            return False
-        return True
 
     def reset_hard(self, commit: str, keep: Path | None = None) -> None:
         """Make the work tree exactly ``commit``: tracked files restored, new files removed.
