@@ -8,7 +8,6 @@ from typing import Any
 import click
 
 from loope.agents.inspect import diagnose
-from loope.cli.control import start_detached
 from loope.cli.options import output_options, views
 from loope.errors import LoopeError
 from loope.notify.delivery import NOTIFY_LOG
@@ -112,7 +111,6 @@ from loope.root import project_root
 @output_options
 def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool, **flags: Any) -> int:
     """Run a loop on GOAL: implement, verify, review, repeat until converged or out of budget."""
-    from loope.engine.loop import Engine
     from loope.spec import build_spec
 
     output = {k: flags.pop(k) for k in ("json_", "plain", "quiet", "color")}
@@ -123,13 +121,20 @@ def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool,
         flags[key] = list(flags[key]) or None
     flags["goal"] = _goal(goal, goal_file)
     spec = build_spec(flags, workdir)
+    if not detach:
+        from loope.workspace.overlay import capture_early
+
+        # The user's state is captured while the engine loads (its `git add -A` costs as much as a step).
+        capture_early(spec.workdir, spec.workspace, wants_worktree=bool(spec.branch or spec.keep_workspace))
     if spec.dry_run:
         _check_real_setup(spec)
     if detach:
+        from loope.cli.control import start_detached  # the control commands: only to detach
         from loope.sandbox import choose
 
         choose(spec.sandbox)  # --sandbox on where it cannot work: refused here, not in the background
         return start_detached(spec)
+    from loope.engine.loop import Engine
     from loope.services import for_project  # loads the spec (pydantic) and the store (sqlite)
 
     engine = Engine(spec, for_project(spec, views(**output)))

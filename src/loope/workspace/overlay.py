@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 
 from loope.enums import WorkspaceMode
@@ -24,7 +25,7 @@ from loope.errors import LoopeError
 from loope.proc import run_process
 from loope.records.atomic import write_text
 from loope.workspace import overlayfs
-from loope.workspace.git import Git
+from loope.workspace.git import Git, toplevel
 from loope.workspace.loopedir import LOOPE_DIR, ensure_loope_dir
 from loope.workspace.snapshots import SNAPSHOTS_DIR, State, Store
 from loope.workspace.upper import UpperFeed
@@ -38,6 +39,8 @@ _hidden: dict[str, dict[str, int]] = {}
 """Per hidden store (this process's view): an O_PATH descriptor for each layer, opened before it was hidden."""
 _standing: dict[str, set[str]] = {}
 """Per hidden store: the workspaces mounted over it in this process (the store is shown again with the last)."""
+_early: dict[Path, _Capture] = {}
+"""Per workdir: the user's state, captured while the runner was still loading (``capture_early``)."""
 
 
 def store_of(workdir: Path) -> Store:
@@ -59,6 +62,7 @@ def choose(workdir: Path, top: Path | None) -> tuple[WorkspaceMode | None, str |
     if top is None:
         return None, None  # not a git repository: a copy, as always
     found = probe(workdir)
+    settle()  # before counting threads
     if found.works and overlayfs.can_enter():
         return WorkspaceMode.OVERLAY, None
     reason = found.reason if not found.works else "this process already runs threads"
@@ -82,6 +86,65 @@ def resolve(
     return chosen, note, branch
 
 
+class _Capture:
+    """What an overlay's start asks of the user's repository (``Store.state``, the identity), asked on a
+    thread of its own; None where it was not asked or failed."""
+
+    def __init__(self, workdir: Path, mode: WorkspaceMode | None, wants_worktree: bool) -> None:
+        self.workdir, self.mode, self.wants_worktree = workdir, mode, wants_worktree
+        self.top: Path | None = None
+        self.asked_top = False
+        self.state: State | None = None
+        self.author: dict[str, str] | None = None
+        self.thread = threading.Thread(target=self._capture, name="loope-state")  # not a daemon: it cleans up
+
+    def _capture(self) -> None:
+        try:
+            self.top, self.asked_top = toplevel(self.workdir), True
+            if self.top is None:
+                return
+            mode = WorkspaceMode.AUTO if self.mode is None and not self.wants_worktree else self.mode
+            # The probe first, as for a run: it also keeps ``.loope`` (where the store goes) out of the state.
+            if mode in (WorkspaceMode.OVERLAY, WorkspaceMode.AUTO) and probe(self.workdir).works:
+                store = store_of(self.workdir)
+                with store.lock(shared=True):
+                    self.state = store.state(self.top)
+                self.author = Git(self.top).author()
+        except Exception:  # noqa: BLE001 - the run asks again itself, and says what fails then
+            self.state = self.author = None
+
+
+def capture_early(workdir: Path, mode: WorkspaceMode | None, *, wants_worktree: bool) -> None:
+    """Start capturing the user's state, for an overlay run that has yet to load its engine.
+
+    The capture (``git add -A`` into a copy of the user's index: 45 ms at 20,000 files) then runs
+    while the rest of the runner loads; ``create`` takes it instead of capturing again. Nothing is
+    captured where the run would not use an overlay.
+    """
+    capture = _Capture(workdir.absolute(), mode, wants_worktree)
+    _early[capture.workdir] = capture
+    capture.thread.start()
+
+
+def settle() -> None:
+    """Wait for an early capture still running: entering a mount namespace may want a process of one thread."""
+    for capture in list(_early.values()):
+        capture.thread.join()
+
+
+def toplevel_of(workdir: Path) -> Path | None:
+    """The top of the git work tree holding ``workdir`` (None outside one): as the early capture found it."""
+    settle()
+    capture = _early.get(workdir.absolute())
+    return capture.top if capture is not None and capture.asked_top else toplevel(workdir)
+
+
+def _captured(workdir: Path, top: Path) -> _Capture | None:
+    settle()
+    capture = _early.pop(workdir, None)
+    return capture if capture is not None and capture.top == top and capture.state is not None else None
+
+
 def create(workdir: Path, top: Path, run_dir: Path) -> tuple[Path, Path, str, str]:
     """Make ``run_dir``'s overlay workspace over the user's current state: its tree, git dir, base and base tree."""
     workdir, run_dir = workdir.absolute(), run_dir.absolute()  # recorded, and used from other directories
@@ -90,10 +153,12 @@ def create(workdir: Path, top: Path, run_dir: Path) -> tuple[Path, Path, str, st
         raise LoopeError(f"--workspace overlay does not work here ({found.reason}); use --workspace worktree")
     store = store_of(workdir)
     git_dir, tree = run_dir / "shadow.git", run_dir / "workspace"
+    early = _captured(workdir, top)
     with store.lock(shared=True):  # ``gc`` sees this run's layers as used from before they exist
-        state = store.state(top)
+        state = early.state if early and early.state else store.state(top)
+        author = early.author if early and early.author is not None else Git(top).author()
         write_text(run_dir / LAYOUT_FILE, json.dumps({"workdir": str(workdir), **vars(state)}, indent=2) + "\n")
-        _init_shadow(git_dir, f"{store.objects().absolute()}\n{store.user_objects()}\n", Git(top).author())
+        _init_shadow(git_dir, f"{store.objects().absolute()}\n{store.user_objects()}\n", author)
         # The layers' index: its stat data matches the merged view, so `git status` there reads no file.
         shutil.copyfile(store.snapshot(state), git_dir / "index")
         _mount(run_dir, workdir, state)

@@ -83,7 +83,7 @@ class Workspace:
         cls, workdir: Path, run_dir: Path, run_id: str, mode: WorkspaceMode | None, branch: str | None,
         *, keep: bool = False,
     ) -> Workspace:  # fmt: skip
-        top = toplevel(workdir)
+        top = overlay.toplevel_of(workdir)
         run_branch = branch or f"loope/{run_id}"
         mode, note, publish = overlay.resolve(workdir, top, mode, run_branch, wants_worktree=bool(branch or keep))
         chosen = mode or (WorkspaceMode.WORKTREE if top else WorkspaceMode.COPY)
