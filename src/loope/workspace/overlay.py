@@ -109,6 +109,7 @@ class _Capture:
                 store = store_of(self.workdir)
                 with store.lock(shared=True):
                     self.state = store.state(self.top)
+                    store.snapshot(self.state)  # a checkout where it is missing: the whole of a cold start
                 self.author = Git(self.top).author()
         except Exception:  # noqa: BLE001 - the run asks again itself, and says what fails then
             self.state = self.author = None
@@ -117,9 +118,10 @@ class _Capture:
 def capture_early(workdir: Path, mode: WorkspaceMode | None, *, wants_worktree: bool) -> None:
     """Start capturing the user's state, for an overlay run that has yet to load its engine.
 
-    The capture (``git add -A`` into a copy of the user's index: 45 ms at 20,000 files) then runs
-    while the rest of the runner loads; ``create`` takes it instead of capturing again. Nothing is
-    captured where the run would not use an overlay.
+    The capture (``git add -A`` into a copy of the user's index: 45 ms at 20,000 files) and the
+    snapshot's checkout where it is missing then run while the rest of the runner loads; ``create``
+    takes them instead of capturing again. Nothing is captured where the run would not use an
+    overlay. A run refused meanwhile still leaves the snapshot, as a later run's.
     """
     capture = _Capture(workdir.absolute(), mode, wants_worktree)
     _early[capture.workdir] = capture
