@@ -1,5 +1,5 @@
 """The ``loope`` command line."""
 
-from loope.cli.deferred import defer_inspect
+from loope.cli.deferred import defer_unused
 
-defer_inspect()  # before anything imports click: see loope.cli.deferred
+defer_unused()  # before anything imports click: see loope.cli.deferred

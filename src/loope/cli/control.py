@@ -9,10 +9,10 @@ from typing import Any
 import click
 
 from loope.cli.options import output_options, project_dir, views, workdir_option
-from loope.control import is_running, open_store, run_status, stop_run
+from loope.control import is_running, open_store, run_status, running_runs, stop_run
 from loope.control import start_detached as start
 from loope.errors import EXIT_FAILED, LoopeError
-from loope.records.rundir import RUNS, find_run
+from loope.records.rundir import find_run
 from loope.text import parse_duration
 
 
@@ -70,10 +70,7 @@ def _print_activity(activity: dict[str, Any] | None, *, waiting_shown: bool) -> 
 def status(run_ref: str | None, json_: bool, workdir: Path | None) -> int:
     """One run's status, iteration, cost, runner and state file; without RUN, every running run."""
     root = project_dir(workdir)
-    if run_ref:
-        ids = [find_run(root, run_ref).run_id]
-    else:  # the store is the index of what runs; run.json has the last word on each
-        ids = [row["id"] for row in open_store(root).running() if is_running(root / RUNS / row["id"])]
+    ids = [find_run(root, run_ref).run_id] if run_ref else running_runs(root)
     infos = [run_status(root, run_id) for run_id in ids]
     if json_:
         click.echo(json.dumps(infos[0] if run_ref else infos, indent=2, default=str))

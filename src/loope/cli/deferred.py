@@ -1,11 +1,14 @@
-"""``inspect``, loaded when something first needs it rather than when click is imported.
+"""Standard modules that the CLI's libraries import at their start but a read-only command never uses.
 
-click imports ``inspect`` at its start (and ``ast``, ``dis`` and ``tokenize`` with it: about a fifth of
-what ``import click`` costs), yet a command that only reads uses one function of it: ``cleandoc``, on
-each option's help, which is one line of text that needs no cleaning. So, before click is imported, the
-``inspect`` module is put in place unexecuted: its own code runs into it the first time anything else
-is asked of it (the way ``importlib.util.LazyLoader`` does it, which would cost a third of the saving to
-import). It is the same module object before and after, so ``import inspect`` anywhere gets it.
+- ``inspect``: click imports it (and ``ast``, ``dis`` and ``tokenize`` with it: about a fifth of what
+  ``import click`` costs), yet uses one function of it to start: ``cleandoc``, on each option's help,
+  which is one line of text that needs no cleaning.
+- ``ipaddress``: ``urllib.parse`` imports it (``pathlib`` imports that) to check an IPv6 host in a URL.
+
+Each is put in ``sys.modules`` unexecuted before anything imports it: its own code runs into it the
+first time anything is asked of it (the way ``importlib.util.LazyLoader`` does it, which would cost a
+third of the saving to import). It is the same module object before and after, so ``import inspect``
+anywhere gets it.
 """
 
 from __future__ import annotations
@@ -49,18 +52,26 @@ def _cleandoc(doc: Any) -> Any:
     return inspect.cleandoc(doc)
 
 
-def defer_inspect() -> None:
-    """Put ``inspect`` in ``sys.modules`` unexecuted, unless it is imported already (or cannot be found)."""
-    if "inspect" in sys.modules:
-        return
-    spec = PathFinder.find_spec("inspect")
-    if spec is None or spec.loader is None or spec.origin is None:
-        return
-    module = _Deferred("inspect")
+def defer_unused() -> None:
+    """Defer ``inspect`` (its ``cleandoc`` answered for one line without loading it) and ``ipaddress``."""
+    inspect = defer("inspect")
+    if inspect is not None:
+        inspect.__dict__["cleandoc"] = _cleandoc
+    defer("ipaddress")
+
+
+def defer(name: str) -> types.ModuleType | None:
+    """Put the top-level module ``name`` in ``sys.modules`` unexecuted; None if imported already or not found."""
+    if name in sys.modules:
+        return None
+    spec = PathFinder.find_spec(name)
+    if spec is None or spec.loader is None or spec.origin is None or spec.submodule_search_locations is not None:
+        return None  # not a plain source module (a package, a builtin): imported as usual
+    module = _Deferred(name)
     module.__spec__ = spec
     module.__loader__ = spec.loader
     module.__file__ = spec.origin
     module.__cached__ = spec.cached  # type: ignore[attr-defined]  # a module attribute the import system sets
     module.__package__ = ""
-    module.__dict__["cleandoc"] = _cleandoc
-    sys.modules["inspect"] = module
+    sys.modules[name] = module
+    return module

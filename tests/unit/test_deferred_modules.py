@@ -1,4 +1,4 @@
-"""``inspect`` deferred by the CLI: the same module, the same answers, loaded by its first real use."""
+"""Modules deferred by the CLI (inspect, ipaddress): the same module, the same answers, loaded by first use."""
 
 from __future__ import annotations
 
@@ -58,8 +58,29 @@ def test_inspect_is_deferred_and_then_the_real_module_with_the_same_answers() ->
 def test_an_imported_inspect_is_left_alone() -> None:
     import inspect
 
-    from loope.cli.deferred import defer_inspect
+    from loope.cli.deferred import defer_unused
 
-    defer_inspect()
+    defer_unused()
     assert sys.modules["inspect"] is inspect
     assert type(inspect).__name__ == "module"
+
+
+IPADDRESS = """
+import json, sys
+import loope.cli  # defers ipaddress
+import pathlib, urllib.parse
+deferred = type(sys.modules["ipaddress"]).__name__
+host = urllib.parse.urlsplit("http://[::1]:8080/x").hostname  # checks the IPv6 host with ipaddress
+try:
+    urllib.parse.urlsplit("http://[not-an-ip]/")
+    refused = False
+except ValueError:
+    refused = True
+import ipaddress
+print(json.dumps([deferred, host, refused, str(ipaddress.ip_address("10.0.0.1")), type(ipaddress).__name__]))
+"""
+
+
+def test_ipaddress_is_deferred_until_a_url_names_an_ipv6_host() -> None:
+    done = subprocess.run([sys.executable, "-c", IPADDRESS], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == ["_Deferred", "::1", True, "10.0.0.1", "module"]
