@@ -23,8 +23,10 @@ back. That writeback is a cost of the checkout, not of an iteration, yet it slow
 in the next seconds: the first ~10 iterations of a run cost 2-3x the rest. So iteration 0, a warm-up of
 both, runs the same agent, which also syncs the disk (`sync`); the samples are iterations 1..N after it.
 An iteration's cost is the time from its start to the next one's (loope: `iteration_started` events; the
-floor: a timestamp at the top of its loop), so what happens between iterations counts too; both rows take
-the median of their samples.
+floor: a timestamp at the top of its loop), so what happens between iterations counts too; both sides take
+the median of their samples. On a shared machine the load swings by 3x within seconds; so a ratio is
+taken within each repeat, between runs made back to back (the small repo's between the floor and the big
+repo's, the order alternating), and the row gives the median of those ratios, each of them printed.
 
 --startup-before SRC also measures the startup row with the loope package under SRC (another checkout's
 src/ directory, e.g. main's), its samples interleaved with the others: a before/after table from one run.
@@ -230,18 +232,36 @@ def bench_iterations(table: Table, repos: tuple[Path, Path], sizes: tuple[int, i
     floors, per_small, per_big = [], [], []
     long_run: list[float] = []
     for i in range(repeat):
-        floors.append(median(floor_iterations(small, agent, 20)))
+        # The small repo's run sits between the floor and the big repo's run, in alternating order: each
+        # ratio is taken within one repeat, from samples a few seconds apart (see the docstring).
+        if i % 2 == 0:
+            floors.append(median(floor_iterations(small, agent, 20)))
+        else:
+            per_big.append(median(iteration_costs(loop_run(big, agent, 20))))
         times = iteration_costs(loop_run(small, agent, n if i == 0 else 20))
         if i == 0:
             long_run = times
         per_small.append(median(times[:20]))
-        per_big.append(median(iteration_costs(loop_run(big, agent, 20))))
-    one, floor = median(per_small), median(floors)
-    table.add(f"one iteration, {sizes[0]} files", ms(one), f"shell loop {ms(floor)}", one / floor, "≤ 1.3x")
-    large = median(per_big)
-    table.add(f"one iteration, {sizes[1]} vs {sizes[0]} files", ms(large), ms(one), large / one, "≤ 1.15x")
+        if i % 2 == 0:
+            per_big.append(median(iteration_costs(loop_run(big, agent, 20))))
+        else:
+            floors.append(median(floor_iterations(small, agent, 20)))
+    one, floor, large = median(per_small), median(floors), median(per_big)
+    table.add(
+        f"one iteration, {sizes[0]} files", ms(one), f"shell loop {ms(floor)}", paired(per_small, floors), "≤ 1.3x"
+    )
+    table.add(
+        f"one iteration, {sizes[1]} vs {sizes[0]} files", ms(large), ms(one), paired(per_big, per_small), "≤ 1.15x"
+    )
     first, last = statistics.mean(long_run[:10]), statistics.mean(long_run[n - 10 : n])
     table.add(f"iterations {n - 9}-{n} vs 1-10", ms(last), ms(first), last / first, "≤ 1.1x")
+
+
+def paired(loope: list[float], floor: list[float]) -> float:
+    """The median of the ratios of samples taken side by side (printed with their spread)."""
+    ratios = [a / b for a, b in zip(loope, floor, strict=True)]
+    print(f"    ratios, repeat by repeat: {' '.join(f'{r:.2f}' for r in ratios)}", flush=True)
+    return median(ratios)
 
 
 def bench_apply(table: Table, root: Path, changed: int, repeat: int) -> None:
