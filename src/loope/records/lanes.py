@@ -7,32 +7,35 @@ not their candidate, so the lanes keep which step is whose); the winner is marke
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from loope.records.viewparts import Record
 
-@dataclass
-class Lane:
+
+class Lane(Record):
     """One candidate's lane: its agent, when it ran, what it last did, its gate and score."""
 
-    candidate: int
-    agent: str = ""
-    started: float | None = None
-    ended: float | None = None
-    action: str = ""
-    gate: str = ""
-    score: float | None = None
-    won: bool | None = None
-    """None until the round is decided."""
+    __slots__ = ("candidate", "agent", "started", "ended", "action", "gate", "score", "won")  # noqa: RUF023  # the fields in the order their data lists them
+
+    def __init__(self, candidate: int) -> None:
+        self.candidate = candidate
+        self.agent = ""
+        self.started: float | None = None
+        self.ended: float | None = None
+        self.action = ""
+        self.gate = ""
+        self.score: float | None = None
+        self.won: bool | None = None  # None until the round is decided
 
 
-@dataclass
-class Lanes:
+class Lanes(Record):
     """The lanes of the iteration in flight, by candidate."""
 
-    lanes: dict[int, Lane] = field(default_factory=dict)
-    steps: dict[int, int] = field(default_factory=dict)
-    """Step number → candidate, for the iteration in flight."""
+    __slots__ = ("lanes", "steps")
+
+    def __init__(self) -> None:
+        self.lanes: dict[int, Lane] = {}
+        self.steps: dict[int, int] = {}  # step number -> candidate, for the iteration in flight
 
     def apply(self, e: dict[str, Any], ts: float | None, action: str | None = None) -> None:
         """Fold one event; ``action``: an agent event's text as the views show it."""

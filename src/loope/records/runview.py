@@ -7,13 +7,13 @@ it holds. It works on plain event dicts, so a reader in another process needs no
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from loope.records.lanes import Lanes
 from loope.records.tails import EventTail
+from loope.records.viewparts import Attempt, Gate, Record, Review, Step
 
 SPARKS = "▁▂▃▄▅▆▇█"
 WAIT_TYPES = ("limit_wait",)
@@ -34,103 +34,41 @@ def now() -> float:
     return datetime.now(UTC).timestamp()
 
 
-@dataclass
-class Step:
-    """A step in flight: who runs, since when, and what it last did and said."""
-
-    step: int
-    iteration: int
-    role: str
-    adapter: str
-    dir: str = ""
-    model: str | None = None
-    index: int | None = None
-    started: float | None = None
-    action: str = ""
-    message: str = ""
-    candidate: int | None = None
-
-    @property
-    def label(self) -> str:
-        """``[03] reviewer exec #2`` / ``[01] implementer claude (opus)`` / ``[05] implementer codex c2``."""
-        who = self.adapter + (f" #{self.index}" if self.index else "")
-        if self.model and self.model not in self.adapter:
-            who += f" ({self.model})"
-        return f"[{self.step:02d}] {self.role} {who}" + (f" c{self.candidate}" if self.candidate else "")
-
-
-@dataclass
-class Gate:
-    """The last gate: passed, or what failed and how many."""
-
-    step: int
-    iteration: int
-    passed: bool
-    exit_code: int | None
-    timed_out: bool
-    failing: int
-    failures: list[dict[str, str]]
-    summary: str
-    output_tail: list[str]
-    duration_s: float
-    previous_failing: int | None = None
-    candidate: int | None = None
-
-
-@dataclass
-class Review:
-    """A reviewer's verdict and findings."""
-
-    step: int
-    adapter: str
-    verdict: str | None
-    findings: list[str]
-    label: str = ""
-
-
-@dataclass
-class Attempt:
-    """One metric attempt: its score and what became of it."""
-
-    iteration: int
-    score: float | None
-    verdict: str = ""
-    best: float | None = None
-    error: str | None = None
-
-
-@dataclass
-class RunView:
+class RunView(Record):
     """The state of one run as its events tell it."""
 
-    run_id: str = ""
-    goal: str = ""
-    run_dir: str = ""
-    started: float | None = None
-    max_iters: int = 0
-    iteration: int = 0
-    budgets: dict[str, Any] = field(default_factory=dict)
-    metric: bool = False
-    cost_usd: float = 0.0
-    tokens: int = 0
-    running: dict[int, Step] = field(default_factory=dict)
-    labels: dict[int, str] = field(default_factory=dict)
-    """Every step's label by number (reviews name their steps)."""
-    gate: Gate | None = None
-    reviews: list[Review] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
-    attempts: list[Attempt] = field(default_factory=list)
-    baseline: float | None = None
-    wait: dict[str, Any] | None = None
-    last_decision: dict[str, Any] | None = None
-    selection: dict[str, Any] | None = None
-    """The last round's ``selection`` event: every candidate ranked, the winner and why."""
-    lanes: Lanes = field(default_factory=Lanes)
-    """One per candidate of the iteration in flight, when several race."""
-    finished: dict[str, Any] | None = None
-    ended: float | None = None
-    last_ts: float | None = None
-    events: int = 0
+    __slots__ = (
+        *("run_id", "goal", "run_dir", "started", "max_iters", "iteration", "budgets", "metric", "cost_usd"),
+        *("tokens", "running", "labels", "gate", "reviews", "violations", "attempts", "baseline", "wait"),
+        *("last_decision", "selection", "lanes", "finished", "ended", "last_ts", "events"),
+    )
+
+    def __init__(self) -> None:
+        self.run_id = ""
+        self.goal = ""
+        self.run_dir = ""
+        self.started: float | None = None
+        self.max_iters = 0
+        self.iteration = 0
+        self.budgets: dict[str, Any] = {}
+        self.metric = False
+        self.cost_usd = 0.0
+        self.tokens = 0
+        self.running: dict[int, Step] = {}
+        self.labels: dict[int, str] = {}  # every step's label by number (reviews name their steps)
+        self.gate: Gate | None = None
+        self.reviews: list[Review] = []
+        self.violations: list[str] = []
+        self.attempts: list[Attempt] = []
+        self.baseline: float | None = None
+        self.wait: dict[str, Any] | None = None
+        self.last_decision: dict[str, Any] | None = None
+        self.selection: dict[str, Any] | None = None  # the last round's: every candidate ranked, the winner, why
+        self.lanes = Lanes()  # one per candidate of the iteration in flight, when several race
+        self.finished: dict[str, Any] | None = None
+        self.ended: float | None = None
+        self.last_ts: float | None = None
+        self.events = 0
 
     def apply(self, event: dict[str, Any]) -> None:
         """Fold one event (a dict as in events.jsonl) into the state."""
@@ -169,8 +107,8 @@ class RunView:
     def to_dict(self) -> dict[str, Any]:
         """The state as JSON-ready data (the dashboard's live view of a run)."""
 
-        data = asdict(self)
-        data["running"] = [{**asdict(s), "label": s.label} for s in self.running.values()]
+        data = super().to_dict()
+        data["running"] = [{**s.to_dict(), "label": s.label} for s in self.running.values()]
         data["elapsed_s"] = round(self.elapsed(), 1)
         data["best"] = self.best()
         return data

@@ -11,7 +11,8 @@ from typing import Any
 
 from loope.records.lanes import Lanes
 from loope.records.report import files_text, landing_hints, money, outcome_line
-from loope.records.runview import RETRY_TYPES, Gate, RunView, sparkline
+from loope.records.runview import RETRY_TYPES, RunView, sparkline
+from loope.records.viewparts import Gate
 
 INDENT = "     "
 SCREENFUL = 20
