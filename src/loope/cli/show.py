@@ -12,7 +12,6 @@ from loope.cli.options import project_dir, workdir_option
 from loope.errors import LoopeError
 from loope.records.report import render
 from loope.records.rundir import find_run
-from loope.records.serial import to_data
 from loope.records.tails import tail_lines
 
 TRANSCRIPT_LINES = 40
@@ -46,6 +45,8 @@ def show(run_ref: str, *, diff: bool, json_: bool, step: int | None, candidates:
         click.echo(text.rstrip("\n") if text.strip() else "(no changes)")
     else:
         if data.get("status") == "running":
+            from loope.records.serial import to_data  # loads dataclasses: only for the changes
+
             data["changes"] = {"files": to_data(_workspace(rundir).changes())}
         click.echo(render(data).rstrip("\n"))
     return 0

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from loope.errors import LoopeError, clip
 from loope.records import runfile
@@ -58,9 +57,12 @@ def slug(goal: str, *, words: int = 6, chars: int = 40) -> str:
     return "-".join(picked) or "run"
 
 
-@dataclass(frozen=True)
-class RunDir:
-    """Paths inside ``<workdir>/.loope/runs/<id>/``."""
+class RunDir(NamedTuple):
+    """Paths inside ``<workdir>/.loope/runs/<id>/``.
+
+    A NamedTuple rather than a frozen dataclass: every command that reads a run defines it at its start,
+    and a dataclass compiles its methods from source when it is defined.
+    """
 
     root: Path
 

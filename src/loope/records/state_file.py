@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from loope.records.atomic import write_text
 
@@ -32,8 +31,7 @@ def create(path: Path, run_id: str, goal: str) -> None:
         write_text(path, initial(run_id, goal))
 
 
-@dataclass(frozen=True)
-class State:
+class State(NamedTuple):
     """The state file as read: its status, iteration and loop id, its frontmatter and its text."""
 
     status: str

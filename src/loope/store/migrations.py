@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Migration:
+class Migration(NamedTuple):
     """One step of the schema: its version (recorded once applied), a name, and its SQL."""
 
     version: int
