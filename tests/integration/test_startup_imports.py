@@ -143,3 +143,14 @@ def test_doctor_imports_no_adapter_and_no_spec_before_it_runs_its_first_program(
     assert sorted(m for m in modules if m.split(".")[0] in heavy) == []
     assert sorted(m for m in modules if m.startswith(("loope.spec", "loope.engine", "loope.store"))) == []
     assert sorted(m for m in modules if m.startswith("loope.agents.") and m not in CATALOG) == []
+
+
+def test_doctor_asks_bubblewrap_without_loading_the_sandbox_package(finished):
+    # No agent CLI on PATH: the first program is the sandbox's probe (or git, where bubblewrap is missing).
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    probe = [sys.executable, "-c", FIRST_PROGRAM, json.dumps(["doctor"])]
+    done = subprocess.run(probe, cwd=finished.path, env=env, capture_output=True, text=True, check=False)
+    program, modules = json.loads(done.stderr.rpartition("FIRST ")[2])
+    assert os.path.basename(program) in ("bwrap", "git")
+    assert sorted(m for m in modules if m.startswith(("loope.sandbox", "loope.workspace", "loope.spec"))) == []
+    assert sorted(m for m in modules if m.split(".")[0] in ("pydantic", "yaml", "sqlite3", "asyncio", "inspect")) == []

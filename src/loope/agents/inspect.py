@@ -166,12 +166,12 @@ def _login_path(home: Path, entry: str) -> Path:
 
 def _adapter_problem(agent: Any, workdir: Path, sandbox: str) -> str | None:
     """What an installed CLI's adapter finds wrong with its set-up (for the run's ``--sandbox`` mode), or None."""
+    from loope import bwrap_probe
     from loope.agents.process import ProcessAgent
-    from loope.sandbox import bwrap
 
     if not isinstance(agent, ProcessAgent):
         return None
-    return agent.doctor_problem(workdir, sandboxed=sandbox != "off" and bwrap.support().works)
+    return agent.doctor_problem(workdir, sandboxed=sandbox != "off" and bwrap_probe.support().works)
 
 
 def diagnose(specs: list[str], options: Mapping[str, Any], workdir: Path, *, sandbox: str) -> list[Check]:

@@ -74,7 +74,7 @@ def _configured(root: Path) -> tuple[list[str | None], Mapping[str, Any], str, s
 
 def _sandbox_check(mode: str) -> Check:
     """The sandbox as this project's runs would get it: fine unless ``--sandbox on`` cannot work."""
-    from loope.sandbox import status_line
+    from loope.bwrap_probe import status_line  # not the sandbox package: doctor builds no box
 
     works, line = status_line()
     if mode == "off":

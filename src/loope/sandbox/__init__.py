@@ -45,14 +45,6 @@ def choose(mode: str) -> Choice:
     return Choice(False, f"sandbox off: {found.reason}; only the guard keeps the agent to its rules")
 
 
-def status_line() -> tuple[bool, str]:
-    """What ``loope doctor`` says about the sandbox: (works, one line)."""
-    found = bwrap.support()
-    if found.works:
-        return True, f"bubblewrap at {found.binary}: every step runs sandboxed (--sandbox auto)"
-    return False, f"{found.reason}: steps run unsandboxed, only the guard keeps the rules"
-
-
 class StepBox:
     """One step's confinement (a ``loope.proc.Confinement``)."""
 

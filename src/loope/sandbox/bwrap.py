@@ -1,47 +1,15 @@
-"""Bubblewrap: whether it works here (asked once per process), and the command line for a policy."""
+"""Bubblewrap: the command line for a policy (whether it works here is :mod:`loope.bwrap_probe`'s)."""
 
 from __future__ import annotations
 
-import functools
 import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loope.proc import run_process
+from loope.bwrap_probe import BASE, ISOLATE, Support, support
 
-PROBE_TIMEOUT_S = 20.0
-_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
-# A PID namespace per step (its init ends every process in it when the command ends or its parent
-# dies); no capabilities, even for root, so nothing inside can remount what is read-only.
-_ISOLATE = ("--unshare-pid", "--unshare-ipc", "--die-with-parent", "--cap-drop", "ALL")
-
-
-@dataclass(frozen=True)
-class Support:
-    """What the probe found."""
-
-    binary: str | None
-    works: bool
-    reason: str
-    """Why it does not work (empty when it does)."""
-
-
-@functools.lru_cache(maxsize=1)
-def support() -> Support:
-    """Whether bubblewrap can build the sandbox loope needs on this machine (cached)."""
-
-    binary = shutil.which("bwrap")
-    if binary is None:
-        return Support(None, False, "bubblewrap is not installed (apt-get install bubblewrap)")
-    probe = [binary, *_BASE, "--tmpfs", "/tmp", *_ISOLATE, "--unshare-net", "--", "true"]
-    result = run_process(probe, cwd="/", capture=True, timeout=PROBE_TIMEOUT_S, term_grace_s=1)
-    if result.ok:
-        return Support(binary, True, "")
-    lines = [ln.strip() for ln in result.stderr_tail.splitlines() if ln.strip()]
-    detail = lines[-1] if lines else result.describe()
-    return Support(binary, False, f"bubblewrap cannot make a sandbox here ({detail})")
+__all__ = ["Policy", "Support", "command", "support"]  # the probe's names too: bwrap.support() is the sandbox's
 
 
 @dataclass(frozen=True)
@@ -75,11 +43,11 @@ def command(binary: str, policy: Policy, argv: Sequence[str]) -> list[str]:
     mounts += [(p, "--ro-bind", p) for p in policy.read_only]
     mounts += [(target, "--ro-bind", source) for source, target in policy.shown_at]
     mounts.sort(key=lambda m: len(m[0].parts))  # stable: a hidden path goes before what is shown inside it
-    args = [binary, *_BASE, "--bind", str(policy.tmp), "/tmp"]
+    args = [binary, *BASE, "--bind", str(policy.tmp), "/tmp"]
     for path, flag, source in mounts:
         if _direct(path) and _direct(source):
             args += [flag, str(path)] if flag == "--tmpfs" else [flag, str(source), str(path)]
-    args += _ISOLATE
+    args += ISOLATE
     if not policy.network:
         args.append("--unshare-net")
     return [*args, "--setenv", "TMPDIR", "/tmp", "--chdir", str(policy.cwd), "--", *argv]
