@@ -116,7 +116,10 @@ def make_repo(root: Path, files: int) -> Path:
         path.write_text("".join(f"file {i} line {j}: {'x' * 40}\n" for j in range(16)))
     sh(["git", "init", "-q", "-b", "main"], repo)
     sh(["git", "add", "-A"], repo)
-    sh(["git", "commit", "-qm", "generated"], repo)
+    # Packed here, before any sample: at 20,000 loose objects the commit would start `gc --auto` in the
+    # background, repacking while the first samples run (and writing into a repository being removed).
+    sh(["git", "-c", "gc.auto=0", "commit", "-qm", "generated"], repo)
+    sh(["git", "gc", "-q"], repo)
     return repo
 
 
