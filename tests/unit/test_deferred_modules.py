@@ -1,4 +1,4 @@
-"""Modules deferred by the CLI (inspect, ipaddress): the same module, the same answers, loaded by first use."""
+"""Modules deferred by the CLI (inspect, ipaddress, ntpath, fnmatch): the same module, loaded by first use."""
 
 from __future__ import annotations
 
@@ -84,3 +84,23 @@ print(json.dumps([deferred, host, refused, str(ipaddress.ip_address("10.0.0.1"))
 def test_ipaddress_is_deferred_until_a_url_names_an_ipv6_host() -> None:
     done = subprocess.run([sys.executable, "-c", IPADDRESS], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == ["_Deferred", "::1", True, "10.0.0.1", "module"]
+
+
+PATHLIB = """
+import json, sys
+import loope.cli  # defers ntpath and fnmatch
+import pathlib
+deferred = [type(sys.modules[name]).__name__ for name in ("ntpath", "fnmatch")]
+import tempfile
+with tempfile.TemporaryDirectory() as root:
+    for name in ("a.py", "b.txt", "c.py"):
+        (pathlib.Path(root) / name).write_text("")
+    found = sorted(p.name for p in pathlib.Path(root).glob("*.py"))
+windows = str(pathlib.PureWindowsPath("C:/x") / "y")
+print(json.dumps([deferred, found, windows, pathlib.PurePath("a/b.py").match("*.py")]))
+"""
+
+
+def test_pathlibs_globs_and_windows_paths_load_what_they_need() -> None:
+    done = subprocess.run([sys.executable, "-c", PATHLIB], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [["_Deferred", "_Deferred"], ["a.py", "c.py"], "C:\\x\\y", True]

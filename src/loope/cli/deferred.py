@@ -4,6 +4,7 @@
   ``import click`` costs), yet uses one function of it to start: ``cleandoc``, on each option's help,
   which is one line of text that needs no cleaning.
 - ``ipaddress``: ``urllib.parse`` imports it (``pathlib`` imports that) to check an IPv6 host in a URL.
+- ``ntpath`` and ``fnmatch``: ``pathlib`` imports them for Windows paths and for glob patterns.
 
 Each is put in ``sys.modules`` unexecuted before anything imports it: its own code runs into it the
 first time anything is asked of it (the way ``importlib.util.LazyLoader`` does it, which would cost a
@@ -53,11 +54,12 @@ def _cleandoc(doc: Any) -> Any:
 
 
 def defer_unused() -> None:
-    """Defer ``inspect`` (its ``cleandoc`` answered for one line without loading it) and ``ipaddress``."""
+    """Defer ``inspect`` (its ``cleandoc`` answered for one line without loading it) and the others above."""
     inspect = defer("inspect")
     if inspect is not None:
         inspect.__dict__["cleandoc"] = _cleandoc
-    defer("ipaddress")
+    for name in ("ipaddress", "ntpath", "fnmatch"):
+        defer(name)
 
 
 def defer(name: str) -> types.ModuleType | None:
