@@ -38,7 +38,7 @@ def _load(module: types.ModuleType) -> None:
         if type(module) is not _Deferred or module.__dict__.get("_loope_loading"):
             return
         module.__dict__["_loope_loading"] = True
-        module.__spec__.loader.exec_module(module)  # type: ignore[union-attr]  # defer_inspect sets both
+        module.__spec__.loader.exec_module(module)  # type: ignore[union-attr]  # defer() sets both
         del module.__dict__["_loope_loading"]
         module.__class__ = types.ModuleType  # type: ignore[assignment]  # back to a plain module, loaded
 
