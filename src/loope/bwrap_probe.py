@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import threading
 from typing import NamedTuple
 
 from loope.proc import run_process
@@ -28,10 +29,18 @@ class Support(NamedTuple):
     """Why it does not work (empty when it does)."""
 
 
-@functools.lru_cache(maxsize=1)
-def support() -> Support:
-    """Whether bubblewrap can build the sandbox loope needs on this machine (cached)."""
+_asking = threading.Lock()
 
+
+def support() -> Support:
+    """Whether bubblewrap can build the sandbox loope needs on this machine (asked once per process: a
+    caller while another thread asks waits for its answer)."""
+    with _asking:
+        return _probe()
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> Support:
     binary = shutil.which("bwrap")
     if binary is None:
         return Support(None, False, "bubblewrap is not installed (apt-get install bubblewrap)")

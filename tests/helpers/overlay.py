@@ -39,3 +39,24 @@ def our_mounts(path: Path) -> list[str]:
 
 def layers(project: Project) -> Path:
     return project.path / ".loope" / "snapshots" / "layers"
+
+
+def kept_answers_hold(root: Path, scratch: Path) -> None:
+    """What loope keeps beside each layer under ``root`` (``workspace/kept.py``) says what the layer's index says."""
+    subprocess.run(["git", "init", "-q", "--bare", str(scratch)], check=True)
+    for layer in (p for p in root.iterdir() if (p / "index").is_file()):
+
+        def listed(index: Path, git_dir: Path, *flags: str) -> bytes:
+            env = {**os.environ, "GIT_DIR": str(git_dir), "GIT_INDEX_FILE": str(index)}
+            return subprocess.run(["git", "ls-files", "-z", *flags], env=env, capture_output=True, check=True).stdout
+
+        if (layer / "tracked").exists():
+            assert (layer / "tracked").read_bytes() == listed(layer / "index", scratch)
+        if (layer / "split-index").exists():
+            name, _, own = (layer / "split-index").read_bytes().partition(b"\n")
+            git_dir = scratch / layer.name
+            subprocess.run(["git", "init", "-q", "--bare", str(git_dir)], check=True)
+            (git_dir / name.decode()).write_bytes((layer / name.decode()).read_bytes())
+            (git_dir / "own").write_bytes(own)
+            # Modes, objects and paths: git may have smudged the stat data of racily clean entries as it split.
+            assert listed(git_dir / "own", git_dir, "-s") == listed(layer / "index", scratch, "-s")

@@ -17,7 +17,7 @@ import pytest
 from loope.workspace.loopedir import ensure_loope_dir
 from loope.workspace.snapshots import Store
 from tests.helpers.attacks import shell_implementer
-from tests.helpers.overlay import layers, loope, our_mounts, run_args
+from tests.helpers.overlay import kept_answers_hold, layers, loope, our_mounts, run_args
 from tests.helpers.tree_snapshot import repo_changes, snapshot
 from tests.integration.test_workspaces import make_dirty as dirty
 
@@ -59,11 +59,14 @@ git add -A; git commit -qm "agent commit"
 
 
 def picture(root: Path) -> dict[str, str]:
-    """Every entry under ``root`` (whiteouts included, which cannot be opened), by kind, mode and content."""
+    """Every entry of the layers under ``root`` (whiteouts included, which cannot be opened), by kind, mode
+    and content; what loope keeps beside a layer is checked by ``kept_answers_hold`` instead."""
     found = {}
     for current, dirs, files in os.walk(root):
         for name in dirs + files:
             path = Path(current) / name
+            if path.parent.parent == root and path.name not in ("tree", "index"):
+                continue
             info = os.lstat(path)
             rel = str(path.relative_to(root))
             if stat.S_ISREG(info.st_mode):
@@ -90,6 +93,7 @@ def attack(project, tmp_path, loope, script: str, sandbox: str) -> None:  # type
     done = loope(*run_args(agent, "--max-iters", "1", "--sandbox", sandbox), cwd=project.path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert picture(layers(project)) == lower
+    kept_answers_hold(layers(project), tmp_path / "kept")
     after = snapshot(project.path, skip=(".loope",))
     assert (after == user) if sandbox == "on" else (repo_changes(user, after) == [])
     assert our_mounts(project.path) == []

@@ -9,6 +9,7 @@ import click
 
 from loope.agents.inspect import diagnose
 from loope.cli.options import output_options, views
+from loope.enums import SandboxMode
 from loope.errors import LoopeError
 from loope.notify.delivery import NOTIFY_LOG
 from loope.root import project_root
@@ -125,7 +126,8 @@ def run(goal: str | None, goal_file: Path | None, detach: bool, show_diff: bool,
         from loope.workspace.overlay import capture_early
 
         # The user's state is captured while the engine loads (its `git add -A` costs as much as a step).
-        capture_early(spec.workdir, spec.workspace, wants_worktree=bool(spec.branch or spec.keep_workspace))
+        wants_worktree, sandbox = bool(spec.branch or spec.keep_workspace), spec.sandbox != SandboxMode.OFF
+        capture_early(spec.workdir, spec.workspace, wants_worktree=wants_worktree, sandbox=sandbox)
     if spec.dry_run:
         _check_real_setup(spec)
     if detach:

@@ -36,11 +36,12 @@ class ChangeFeed(Protocol):
 class ChangeTracker:
     """The paths to stage after a step, and which files loope's index holds."""
 
-    def __init__(self, git: Git, ignores: FrozenIgnores | None) -> None:
+    def __init__(self, git: Git, ignores: FrozenIgnores | None, tracked: set[str] | None = None) -> None:
         self.git = git
         self.ignores = ignores
         self.feed: ChangeFeed | None = None
-        self._tracked: set[str] | None = None
+        self._tracked = tracked
+        """The files loope's index holds (asked of git when first needed, unless given)."""
 
     # -- what the index holds ------------------------------------------------------------------
 

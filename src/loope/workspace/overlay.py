@@ -14,18 +14,21 @@ agent can neither reach the lower layer nor write to it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import threading
 from pathlib import Path
 
+from loope import bwrap_probe
 from loope.enums import WorkspaceMode
 from loope.errors import LoopeError
 from loope.proc import run_process
 from loope.records.atomic import write_text
 from loope.workspace import overlayfs
 from loope.workspace.git import Git, toplevel
+from loope.workspace.kept import Kept
 from loope.workspace.loopedir import LOOPE_DIR, ensure_loope_dir
 from loope.workspace.snapshots import SNAPSHOTS_DIR, State, Store
 from loope.workspace.upper import UpperFeed
@@ -41,6 +44,8 @@ _standing: dict[str, set[str]] = {}
 """Per hidden store: the workspaces mounted over it in this process (the store is shown again with the last)."""
 _early: dict[Path, _Capture] = {}
 """Per workdir: the user's state, captured while the runner was still loading (``capture_early``)."""
+_kept: dict[Path, Kept] = {}
+"""Per run dir: what earlier runs kept beside its snapshot, opened by ``create`` for the run's own index."""
 
 
 def store_of(workdir: Path) -> Store:
@@ -90,8 +95,8 @@ class _Capture:
     """What an overlay's start asks of the user's repository (``Store.state``, the identity), asked on a
     thread of its own; None where it was not asked or failed."""
 
-    def __init__(self, workdir: Path, mode: WorkspaceMode | None, wants_worktree: bool) -> None:
-        self.workdir, self.mode, self.wants_worktree = workdir, mode, wants_worktree
+    def __init__(self, workdir: Path, mode: WorkspaceMode | None, wants_worktree: bool, sandbox: bool) -> None:
+        self.workdir, self.mode, self.wants_worktree, self.sandbox = workdir, mode, wants_worktree, sandbox
         self.top: Path | None = None
         self.asked_top = False
         self.state: State | None = None
@@ -100,6 +105,8 @@ class _Capture:
 
     def _capture(self) -> None:
         try:
+            if self.sandbox:
+                bwrap_probe.support()  # asked here first: the runner asks it too, before its workspace
             self.top, self.asked_top = toplevel(self.workdir), True
             if self.top is None:
                 return
@@ -115,15 +122,16 @@ class _Capture:
             self.state = self.author = None
 
 
-def capture_early(workdir: Path, mode: WorkspaceMode | None, *, wants_worktree: bool) -> None:
+def capture_early(workdir: Path, mode: WorkspaceMode | None, *, wants_worktree: bool, sandbox: bool) -> None:
     """Start capturing the user's state, for an overlay run that has yet to load its engine.
 
     The capture (``git add -A`` into a copy of the user's index: 45 ms at 20,000 files) and the
     snapshot's checkout where it is missing then run while the rest of the runner loads; ``create``
     takes them instead of capturing again. Nothing is captured where the run would not use an
-    overlay. A run refused meanwhile still leaves the snapshot, as a later run's.
+    overlay. A run refused meanwhile still leaves the snapshot, as a later run's. Bubblewrap's
+    probe (``sandbox``: the run may use it) is asked on the same thread, first.
     """
-    capture = _Capture(workdir.absolute(), mode, wants_worktree)
+    capture = _Capture(workdir.absolute(), mode, wants_worktree, sandbox)
     _early[capture.workdir] = capture
     capture.thread.start()
 
@@ -162,8 +170,17 @@ def create(workdir: Path, top: Path, run_dir: Path) -> tuple[Path, Path, str, st
         write_text(run_dir / LAYOUT_FILE, json.dumps({"workdir": str(workdir), **vars(state)}, indent=2) + "\n")
         _init_shadow(git_dir, f"{store.objects().absolute()}\n{store.user_objects()}\n", author)
         # The layers' index: its stat data matches the merged view, so `git status` there reads no file.
-        shutil.copyfile(store.snapshot(state), git_dir / "index")
-        _mount(run_dir, workdir, state)
+        index = store.snapshot(state)
+        with contextlib.suppress(OSError):  # opened before the mount hides the store from this process
+            _kept[run_dir] = Kept(index.parent, git_dir)
+        if not (run_dir in _kept and _kept[run_dir].split_into(git_dir / "index")):
+            shutil.copyfile(index, git_dir / "index")
+        try:
+            _mount(run_dir, workdir, state)
+        except BaseException:
+            if opened := _kept.pop(run_dir, None):
+                opened.close()
+            raise
     try:
         git = Git(tree, git_dir)
         if state.head and state.tree == state.head_tree:
@@ -194,6 +211,11 @@ def _init_shadow(git_dir: Path, alternates: str, author: dict[str, str]) -> None
     write_text(git_dir / "config", config)
     write_text(git_dir / "HEAD", f"ref: {_BRANCH}\n")
     write_text(git_dir / "objects" / "info" / "alternates", alternates)
+
+
+def kept(run_dir: Path) -> Kept | None:
+    """What the first run over ``run_dir``'s snapshot kept for its start (``create`` opened it; taken once)."""
+    return _kept.pop(run_dir.absolute(), None)
 
 
 def mount(run_dir: Path) -> None:

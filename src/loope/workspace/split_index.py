@@ -25,9 +25,11 @@ class SplitIndex:
     second: int
 
     @classmethod
-    def make(cls, git: Git, entries: int) -> SplitIndex:
-        """Split ``git``'s index (of ``entries`` files); its shared part goes to the git dir it is used with."""
-        git.run("update-index", "--split-index")
+    def make(cls, git: Git, entries: int, *, split: bool = False) -> SplitIndex:
+        """Split ``git``'s index (of ``entries`` files; ``split``: it is already); its shared part goes to the
+        git dir it is used with."""
+        if not split:
+            git.run("update-index", "--split-index")
         # A fortieth of the whole (every step reads and writes the own part), and a few entries at least.
         return cls(max(16 * 1024, entries * _ENTRY_BYTES // 40), int(time.time()))
 

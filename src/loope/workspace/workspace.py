@@ -153,12 +153,8 @@ class Workspace:
         for rel in visible_files(workdir, top):
             copy_entry(workdir / rel, tree / rel)
         git_dir = run_dir / "shadow.git"
-        run_process(
-            safe_command("init", "-q", f"--separate-git-dir={git_dir}", str(tree)),
-            cwd=run_dir,
-            env=safe_env(),
-            capture=True,
-        )
+        init = safe_command("init", "-q", f"--separate-git-dir={git_dir}", str(tree))
+        run_process(init, cwd=run_dir, env=safe_env(), capture=True)
         ensure_loope_dir(tree)
         git = _confined(tree, git_dir)
         base = git.commit_all("loope: the workdir as the run started")
@@ -183,9 +179,10 @@ class Workspace:
         """
         self.mirror = self.git.index_path()
         index = (run_dir / INDEX_FILE).absolute()
-        shutil.copyfile(self.mirror, index)
+        kept = overlay.kept(run_dir) if self.mode == WorkspaceMode.OVERLAY else None
+        shutil.copyfile(self.mirror, index)  # an overlay's may be split already (see kept.py)
         self.git = self.git.with_env(GIT_INDEX_FILE=str(index))
-        tracker = ChangeTracker(self.git, None)
+        tracker = ChangeTracker(self.git, None, kept.tracked() if kept else None)
         sub = self.path.resolve().relative_to(self.git.work_tree.resolve()).as_posix()
         own = f"/{sub}/{LOOPE_DIR}/" if sub != "." else f"/{LOOPE_DIR}/"
         rules = collect(self.git, tracker.tracked, extra=[own])
@@ -193,7 +190,9 @@ class Workspace:
         self.tracker = tracker
         if self.mode in (WorkspaceMode.WORKTREE, WorkspaceMode.OVERLAY):
             # Its shared part lives in the (worktree's or shadow) git dir: a copy works only there.
-            self.split = SplitIndex.make(self.git, len(tracker.tracked))
+            self.split = SplitIndex.make(self.git, len(tracker.tracked), split=bool(kept and kept.split))
+        if kept:
+            kept.keep(tracker.tracked, index)
 
     # -- reopening (resume, apply, show) ------------------------------------------------------
 
