@@ -1,120 +1,122 @@
-"""What the first run over a snapshot keeps beside it, so that later runs start without asking git.
+"""How an overlay run's own index begins: a split copy of its snapshot's index, kept beside the snapshot.
 
-Every overlay run's start lists the files of its snapshot's index (``ls-files``: about 20 ms at
-20,000 files) and splits its own copy of that index (``update-index --split-index``: about 60 ms,
-writing 1.6 MB). Both answers depend on the snapshot alone, which never changes once made, so the
-first run keeps them in the layer's directory (hidden from every step, as the layer is) and the
-next runs copy them. Kept before any agent has run, from the run's own copy of the snapshot index;
-a kept answer that is missing or damaged is asked of git again, as the first run did.
+A run stages into an index of its own, kept split (``split_index.py``), and needs the list of its
+files. Both depend on the snapshot alone, which never changes once made, so they are asked of git
+(``update-index --split-index``: about 60 ms at 20,000 files, writing 1.6 MB; ``ls-files``: about
+20 ms) once, kept in the layer's directory (hidden from every step, as the layer is), and copied by
+every later run over it. ``begin`` runs before the store is hidden, on the thread that captures the
+user's state where the run has one (``overlay.capture_early``). A kept answer that is missing or
+damaged is asked of git again.
 
-The layer's directory is reached through a descriptor opened before the store is hidden from this
-process (the mount that hides it covers it here too).
+git smudges the stat data of files written in the same second as the index it reads ("racily
+clean"): a split made in the second the snapshot was would make every later run's ``git status``
+read those files. Such a split serves its own run only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
+import shutil
 from pathlib import Path
+from typing import NamedTuple
+
+from loope.workspace.git import Git
 
 _TRACKED = "tracked"
 """``ls-files -z --full-name`` of the snapshot's index."""
 _SPLIT = "split-index"
-"""A split copy of the snapshot's index: its shared part's file name on the first line, then its own part."""
+"""The split copy's shared part's file name on its first line, then its own part."""
 _SHARED = "sharedindex."
 _INDEX = "index"
-"""The snapshot's own index (its stat data matches the merged view)."""
+"""The snapshot's index (its stat data matches the merged view)."""
 
 
-class Kept:
-    """The answers kept beside one snapshot (``layer_dir``: where its index is), for a run's ``git_dir``."""
+class Begun(NamedTuple):
+    """What a run's own index begins from."""
 
-    def __init__(self, layer_dir: Path, git_dir: Path) -> None:
-        self.git_dir = git_dir
-        self.split = False
-        """Whether the kept split index was put in place (and need not be kept again)."""
-        self._dir = os.open(layer_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-        self.listing = _read(self._dir, _TRACKED)
-        """The tracked files as kept (None: none were)."""
+    tracked: frozenset[str]
+    """Every file the snapshot's index holds, from the top of the tree."""
+    shared_name: str
+    shared: bytes
+    """The split copy's shared part (in the run's git dir under ``shared_name``)."""
+    own: bytes
+    """The split copy itself: an index naming its shared part."""
 
-    def tracked(self) -> set[str] | None:
-        """The kept list of tracked files, if it holds as many as the snapshot's index."""
-        if self.listing is None:
-            return None
-        paths = set(self.listing.decode("utf-8", "surrogateescape").split("\0")) - {""}  # as os.fsdecode does
-        try:
-            fd = os.open(_INDEX, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self._dir)
-            with os.fdopen(fd, "rb") as index:
-                header = index.read(12)  # "DIRC", the version, the number of entries
-        except OSError:
-            return None
-        if header[:4] == b"DIRC" and int.from_bytes(header[8:12], "big") == len(paths):
-            return paths
-        self.listing = None  # to be kept again
-        return None
-
-    def split_into(self, index: Path) -> bool:
-        """Put a kept split copy of the snapshot's index in place: its own part at ``index``, its shared part in
-        the run's git dir (where git looks for it, for this index and for copies of it)."""
-        kept = _read(self._dir, _SPLIT)
-        name, _, own = (kept or b"").partition(b"\n")
-        if not (name.startswith(_SHARED.encode()) and name.isascii() and b"/" not in name and own[:4] == b"DIRC"):
-            return False
-        shared = _read(self._dir, name.decode())
-        if shared is None:
-            return False
-        (self.git_dir / name.decode()).write_bytes(shared)
-        index.write_bytes(own)
-        self.split = True
-        return True
-
-    def keep(self, tracked: set[str], index: Path) -> None:
-        """Keep what this run asked git for: ``tracked``, and the split ``index`` with its shared part."""
-        try:
-            if self.listing is None:
-                _publish(self._dir, _TRACKED, b"".join(os.fsencode(p) + b"\0" for p in sorted(tracked)))
-            shared = [p for p in self.git_dir.glob(f"{_SHARED}*") if p.is_file()]
-            if not self.split and len(shared) == 1 and self._clean(index):
-                _publish(self._dir, shared[0].name, shared[0].read_bytes())  # first: the own part names it
-                _publish(self._dir, _SPLIT, shared[0].name.encode() + b"\n" + index.read_bytes())
-        except OSError:  # no room, say: a later run asks git, as this one did
-            pass
-        finally:
-            self.close()
-
-    def _clean(self, index: Path) -> bool:
-        """Whether ``index`` was written in a later second than the snapshot's (so after its every file).
-
-        git marks the entries of files written in the second its index is as racily clean, smudging
-        their stat data: a split made then would send every later run's ``git status`` reading them.
-        """
-        return int(index.stat().st_mtime) > int(os.stat(_INDEX, dir_fd=self._dir).st_mtime)
-
-    def close(self) -> None:
-        if self._dir >= 0:
-            os.close(self._dir)
-            self._dir = -1
+    def place(self, git_dir: Path) -> None:
+        """Make the split copy ``git_dir``'s index."""
+        (git_dir / self.shared_name).write_bytes(self.shared)
+        (git_dir / _INDEX).write_bytes(self.own)
 
 
-def _read(dir_fd: int, name: str) -> bytes | None:
+def begin(layer: Path) -> Begun:
+    """What a run over the snapshot in ``layer`` (its directory) begins its own index from."""
+    index = layer / _INDEX
+    listing, split = _read(layer / _TRACKED), _read(layer / _SPLIT)
+    tracked = _listed(listing, index) if listing is not None else None
+    name, _, own = (split or b"").partition(b"\n")
+    shared = _read(layer / name.decode()) if _shared_name(name) and own[:4] == b"DIRC" else None
+    if tracked is not None and shared is not None:
+        return Begun(tracked, name.decode(), shared, own)
+    scratch = layer / f".begin-{secrets.token_hex(6)}"
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        made, read_as_of = _ask_git(layer, scratch)
+        if tracked is None:
+            _publish(layer / _TRACKED, b"".join(os.fsencode(p) + b"\0" for p in sorted(made.tracked)))
+        if shared is None and read_as_of > int(index.stat().st_mtime):
+            _publish(layer / made.shared_name, made.shared)  # first: the own part names it
+            _publish(layer / _SPLIT, made.shared_name.encode() + b"\n" + made.own)
+        return made
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _ask_git(layer: Path, scratch: Path) -> tuple[Begun, int]:
+    """Split a copy of the snapshot's index in ``scratch`` (a git dir of its own for its shared part); and the
+    second git read the copy as of (its stat data is clean for files written before it)."""
+    for sub in ("objects", "refs"):
+        (scratch / sub).mkdir(parents=True)
+    (scratch / "HEAD").write_text("ref: refs/heads/main\n")
+    copy = scratch / _INDEX
+    shutil.copyfile(layer / _INDEX, copy)
+    read_as_of = int(copy.stat().st_mtime)
+    git = Git(layer / "tree", scratch, env={"GIT_INDEX_FILE": str(copy)})
+    listing = git.run("ls-files", "-z", "--full-name").stdout or b""
+    git.run("update-index", "--split-index")
+    (shared,) = scratch.glob(f"{_SHARED}*")
+    tracked = frozenset(listing.decode("utf-8", "surrogateescape").split("\0")) - {""}  # as os.fsdecode does
+    return Begun(tracked, shared.name, shared.read_bytes(), copy.read_bytes()), read_as_of
+
+
+def _listed(listing: bytes, index: Path) -> frozenset[str] | None:
+    """The kept list of files, if it holds as many as the snapshot's index."""
+    paths = frozenset(listing.decode("utf-8", "surrogateescape").split("\0")) - {""}
+    try:
+        with index.open("rb") as handle:
+            header = handle.read(12)  # "DIRC", the version, the number of entries
+    except OSError:
+        return None
+    return paths if header[:4] == b"DIRC" and int.from_bytes(header[8:12], "big") == len(paths) else None
+
+
+def _shared_name(name: bytes) -> bool:
+    return name.startswith(_SHARED.encode()) and name[len(_SHARED) :].isalnum() and name.isascii()
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as handle:
         return handle.read()
 
 
-def _publish(dir_fd: int, name: str, data: bytes) -> None:
-    """Write ``name`` in ``dir_fd`` through a temporary name and a rename (another run's copy is the same)."""
-    tmp = f".{name}-{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+def _publish(path: Path, data: bytes) -> None:
+    """Keep ``data`` as ``path`` (a temporary name, then a rename); without room, a later run asks git again."""
+    tmp = path.with_name(f".{path.name}-{secrets.token_hex(4)}")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
-        raise
+        tmp.write_bytes(data)
+        os.rename(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)

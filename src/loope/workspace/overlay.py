@@ -14,7 +14,6 @@ agent can neither reach the lower layer nor write to it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -26,9 +25,8 @@ from loope.enums import WorkspaceMode
 from loope.errors import LoopeError
 from loope.proc import run_process
 from loope.records.atomic import write_text
-from loope.workspace import overlayfs
+from loope.workspace import kept, overlayfs
 from loope.workspace.git import Git, toplevel
-from loope.workspace.kept import Kept
 from loope.workspace.loopedir import LOOPE_DIR, ensure_loope_dir
 from loope.workspace.snapshots import SNAPSHOTS_DIR, State, Store
 from loope.workspace.upper import UpperFeed
@@ -44,8 +42,8 @@ _standing: dict[str, set[str]] = {}
 """Per hidden store: the workspaces mounted over it in this process (the store is shown again with the last)."""
 _early: dict[Path, _Capture] = {}
 """Per workdir: the user's state, captured while the runner was still loading (``capture_early``)."""
-_kept: dict[Path, Kept] = {}
-"""Per run dir: what earlier runs kept beside its snapshot, opened by ``create`` for the run's own index."""
+_begun: dict[Path, kept.Begun] = {}
+"""Per run dir: what its own index begins from (``create`` put its split copy in place as the run's index)."""
 
 
 def store_of(workdir: Path) -> Store:
@@ -100,6 +98,7 @@ class _Capture:
         self.top: Path | None = None
         self.asked_top = False
         self.state: State | None = None
+        self.begun: kept.Begun | None = None
         self.author: dict[str, str] | None = None
         self.thread = threading.Thread(target=self._capture, name="loope-state")  # not a daemon: it cleans up
 
@@ -116,10 +115,11 @@ class _Capture:
                 store = store_of(self.workdir)
                 with store.lock(shared=True):
                     self.state = store.state(self.top)
-                    store.snapshot(self.state)  # a checkout where it is missing: the whole of a cold start
+                    # A checkout where it is missing (the whole of a cold start), and the run's index.
+                    self.begun = kept.begin(store.snapshot(self.state).parent)
                 self.author = Git(self.top).author()
         except Exception:  # noqa: BLE001 - the run asks again itself, and says what fails then
-            self.state = self.author = None
+            self.state = self.author = self.begun = None
 
 
 def capture_early(workdir: Path, mode: WorkspaceMode | None, *, wants_worktree: bool, sandbox: bool) -> None:
@@ -169,18 +169,11 @@ def create(workdir: Path, top: Path, run_dir: Path) -> tuple[Path, Path, str, st
         author = early.author if early and early.author is not None else Git(top).author()
         write_text(run_dir / LAYOUT_FILE, json.dumps({"workdir": str(workdir), **vars(state)}, indent=2) + "\n")
         _init_shadow(git_dir, f"{store.objects().absolute()}\n{store.user_objects()}\n", author)
-        # The layers' index: its stat data matches the merged view, so `git status` there reads no file.
-        index = store.snapshot(state)
-        with contextlib.suppress(OSError):  # opened before the mount hides the store from this process
-            _kept[run_dir] = Kept(index.parent, git_dir)
-        if not (run_dir in _kept and _kept[run_dir].split_into(git_dir / "index")):
-            shutil.copyfile(index, git_dir / "index")
-        try:
-            _mount(run_dir, workdir, state)
-        except BaseException:
-            if opened := _kept.pop(run_dir, None):
-                opened.close()
-            raise
+        # The layers' index (split): its stat data matches the merged view, so `git status` there reads no file.
+        begun = early.begun if early and early.begun else kept.begin(store.snapshot(state).parent)
+        begun.place(git_dir)
+        _mount(run_dir, workdir, state)
+        _begun[run_dir] = begun
     try:
         git = Git(tree, git_dir)
         if state.head and state.tree == state.head_tree:
@@ -213,9 +206,9 @@ def _init_shadow(git_dir: Path, alternates: str, author: dict[str, str]) -> None
     write_text(git_dir / "objects" / "info" / "alternates", alternates)
 
 
-def kept(run_dir: Path) -> Kept | None:
-    """What the first run over ``run_dir``'s snapshot kept for its start (``create`` opened it; taken once)."""
-    return _kept.pop(run_dir.absolute(), None)
+def begun(run_dir: Path) -> kept.Begun | None:
+    """What ``run_dir``'s own index begins from, as ``create`` left it (taken once)."""
+    return _begun.pop(run_dir.absolute(), None)
 
 
 def mount(run_dir: Path) -> None:

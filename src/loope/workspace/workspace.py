@@ -179,10 +179,10 @@ class Workspace:
         """
         self.mirror = self.git.index_path()
         index = (run_dir / INDEX_FILE).absolute()
-        kept = overlay.kept(run_dir) if self.mode == WorkspaceMode.OVERLAY else None
-        shutil.copyfile(self.mirror, index)  # an overlay's may be split already (see kept.py)
+        begun = overlay.begun(run_dir) if self.mode == WorkspaceMode.OVERLAY else None
+        shutil.copyfile(self.mirror, index)  # an overlay's is split already, its files listed (kept.py)
         self.git = self.git.with_env(GIT_INDEX_FILE=str(index))
-        tracker = ChangeTracker(self.git, None, kept.tracked() if kept else None)
+        tracker = ChangeTracker(self.git, None, set(begun.tracked) if begun else None)
         sub = self.path.resolve().relative_to(self.git.work_tree.resolve()).as_posix()
         own = f"/{sub}/{LOOPE_DIR}/" if sub != "." else f"/{LOOPE_DIR}/"
         rules = collect(self.git, tracker.tracked, extra=[own])
@@ -190,9 +190,7 @@ class Workspace:
         self.tracker = tracker
         if self.mode in (WorkspaceMode.WORKTREE, WorkspaceMode.OVERLAY):
             # Its shared part lives in the (worktree's or shadow) git dir: a copy works only there.
-            self.split = SplitIndex.make(self.git, len(tracker.tracked), split=bool(kept and kept.split))
-        if kept:
-            kept.keep(tracker.tracked, index)
+            self.split = SplitIndex.make(self.git, len(tracker.tracked), split=begun is not None)
 
     # -- reopening (resume, apply, show) ------------------------------------------------------
 
