@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from loope.record import record
 from loope.records.model import Best, FileChange, Totals, WorkspaceInfo, now_iso
 from loope.records.rounds import CandidateResult
 from loope.records.serial import to_data
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from loope.agents.base import AgentEvent  # an annotation only: reading events needs no agent machinery
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Event:
     """What every event carries; ``run_id`` is stamped by the bus when the emitter leaves it empty."""
 
@@ -50,14 +51,14 @@ class Observer(Protocol):
 # -- payload parts --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Budgets:
     cost_usd: float | None
     tokens: int | None
     time_s: float | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SandboxInfo:
     """Whether the run's steps run under bubblewrap (``--sandbox``), and whether its checks reach the network."""
 
@@ -66,7 +67,7 @@ class SandboxInfo:
     network_checks: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Failure:
     """One failing check the gate's output named."""
 
@@ -74,7 +75,7 @@ class Failure:
     message: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ReviewerVerdict:
     step: int
     adapter: str
@@ -87,7 +88,7 @@ class ReviewerVerdict:
 # -- the events, in the order a run emits them ---------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class RunStarted(Event):
     type: ClassVar[str] = "run_started"
     goal: str
@@ -111,14 +112,14 @@ class RunStarted(Event):
     sandbox: SandboxInfo | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class IterationStarted(Event):
     type: ClassVar[str] = "iteration_started"
     iteration: int
     max_iters: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class StepStarted(Event):
     type: ClassVar[str] = "step_started"
     step: int
@@ -134,7 +135,7 @@ class StepStarted(Event):
     """The candidate (1…N) the step works for, when several race in the iteration."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class AgentActivity(Event):
     """A normalized event an agent reported while its step ran."""
 
@@ -144,7 +145,7 @@ class AgentActivity(Event):
     event: AgentEvent
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class StepFinished(Event):
     """A step ended and its record was saved (the subclasses add what their kind of step learned)."""
 
@@ -165,7 +166,7 @@ class StepFinished(Event):
     """The candidate (1…N) the step worked for, when several raced in the iteration."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class AgentStepFinished(StepFinished):
     verdict: str | None
     verdict_inferred: bool
@@ -173,18 +174,18 @@ class AgentStepFinished(StepFinished):
     """The first line of the agent's final message."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class SuccessFinished(StepFinished):
     passed: bool
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class MetricStepFinished(StepFinished):
     score: float | None
     runs: list[float]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Baseline(Event):
     """The gate, run once on the starting tree before iteration 1 (run.json ``gate_baseline``)."""
 
@@ -199,7 +200,7 @@ class Baseline(Event):
     dir: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class StepRetry(Event):
     """An agent step failed for a transient reason and is tried again after ``delay_s``."""
 
@@ -213,7 +214,7 @@ class StepRetry(Event):
     delay_s: float
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class LimitWait(Event):
     """The run waits out an agent's usage limit until ``until`` (ISO 8601)."""
 
@@ -227,7 +228,7 @@ class LimitWait(Event):
     reason: str | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class GuardViolations(Event):
     type: ClassVar[str] = "guard"
     step: int
@@ -235,7 +236,7 @@ class GuardViolations(Event):
     violations: list[str]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class VerifyFinished(Event):
     type: ClassVar[str] = "verify_finished"
     step: int
@@ -256,7 +257,7 @@ class VerifyFinished(Event):
     """The candidate (1…N) whose workspace the gate checked, when several raced."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Metric(Event):
     """A score: the original tree's (iteration 0) or an attempt's."""
 
@@ -265,27 +266,27 @@ class Metric(Event):
     score: float | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class BaselineMeasured(Metric):
     baseline: float | None
     error: str | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class AttemptScored(Metric):
     runs: list[float]
     error: str | None
     best: float | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class ReviewFinished(Event):
     type: ClassVar[str] = "review_finished"
     iteration: int
     verdicts: list[ReviewerVerdict]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Selection(Event):
     """The candidates of an iteration ranked: the winner is kept, the others stay under their refs."""
 
@@ -297,7 +298,7 @@ class Selection(Event):
     """Every candidate, best first, with why it lost."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Decision(Event):
     type: ClassVar[str] = "decision"
     iteration: int
@@ -307,7 +308,7 @@ class Decision(Event):
     blockers: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Critique(Event):
     type: ClassVar[str] = "critique"
     iteration: int
@@ -315,7 +316,7 @@ class Critique(Event):
     text: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class IterationFinished(Event):
     type: ClassVar[str] = "iteration_finished"
     iteration: int
@@ -323,7 +324,7 @@ class IterationFinished(Event):
     totals: Totals
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class RunFinished(Event):
     type: ClassVar[str] = "run_finished"
     status: str

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from loope.agents.catalog import AdapterInfo
 from loope.enums import Role
+from loope.record import record
 
 if TYPE_CHECKING:
     from loope.agents.setback import Setback
@@ -82,7 +83,7 @@ def _unsandboxed() -> RunSandbox:
     return UNSANDBOXED
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AgentRequest:
     """Everything one agent invocation needs."""
 
@@ -138,7 +139,7 @@ class AgentRequest:
         }
 
 
-@dataclass
+@record()
 class AgentResult:
     """How an agent invocation ended, and what it said and cost."""
 

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -22,6 +22,7 @@ from loope.agents.base import Action, AgentEvent, AgentRequest
 from loope.agents.message import MessageText
 from loope.agents.process import ProcessAgent, Session
 from loope.proc import ProcResult
+from loope.record import record
 from loope.text import amount as as_float
 from loope.text import one_line, strip_ansi
 
@@ -75,7 +76,7 @@ class ReplyUsage(Recent):
         return self.folded[0] + sum(i for i, _ in self.values()), self.folded[1] + sum(o for _, o in self.values())
 
 
-@dataclass
+@record()
 class StreamSession(Session):
     """What one JSON-streaming CLI has printed so far."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -23,6 +23,7 @@ from loope.agents.message import MessageText, bounded
 from loope.agents.pricing import estimate
 from loope.agents.setback import Setback, from_text
 from loope.proc import ProcResult, run_process
+from loope.record import record
 from loope.records.atomic import write_text
 from loope.streams import split_lines
 from loope.text import last_line
@@ -31,7 +32,7 @@ ARGUMENT_PROMPT_LIMIT = 100_000
 """Bytes of prompt that may travel as one argument (Linux refuses a single argument over 128 KiB)."""
 
 
-@dataclass
+@record()
 class Session:
     """What has been read from one agent's output so far."""
 

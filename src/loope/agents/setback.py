@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
+
+from loope.record import record
 
 SetbackKind = Literal["transient", "limit"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Setback:
     """Why a failed step may succeed when tried again."""
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from loope.enums import ReviewVerdict
+from loope.record import record
 
 _DECORATION = re.compile(r"[*_`~]+")
 # After decoration is dropped: "verdict", a separator, then the value and whatever follows it.
@@ -31,7 +32,7 @@ _NEGATED = re.compile(r"\b(no|non|not|nothing|without|zero)[\s-]+(\w+[\s-]+)?(bl
 MAX_FINDINGS = 4000
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Verdict:
     value: ReviewVerdict
     inferred: bool

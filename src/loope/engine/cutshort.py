@@ -8,10 +8,11 @@ finished step's, and a resumed run's budget starts from it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loope.record import record
 from loope.records.model import StepRecord
 from loope.records.space import disk_full, full_disk_detail
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from loope.agents.base import AgentEvent, AgentResult
 
 
-@dataclass
+@record()
 class Tally:
     """The usage a step has reported so far."""
 

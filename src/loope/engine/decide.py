@@ -6,14 +6,15 @@ functions it is built from are tested on their own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from loope.engine.feedback import Findings
 from loope.enums import AttemptVerdict, Direction, StopReason
+from loope.record import record
 from loope.records.model import LoopState
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Outcome:
     """What one iteration produced, as far as deciding goes."""
 
@@ -42,7 +43,7 @@ class Outcome:
     """Metric mode: why the metric gave no number."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MetricRules:
     direction: Direction
     target: float | None = None
@@ -52,7 +53,7 @@ class MetricRules:
     """Stop after this many scored attempts in a row without improvement."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rules:
     """What the spec says about when a loop stops."""
 
@@ -61,7 +62,7 @@ class Rules:
     """Set in metric mode."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IterationDecision:
     """What the loop does after an iteration, in either mode."""
 
@@ -78,7 +79,7 @@ class IterationDecision:
     """Metric mode: keep the attempt as the new best; False reverts it."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Decision:
     stop: StopReason | None
     converged: bool
@@ -171,7 +172,7 @@ def reached(score: float | None, target: float | None, direction: Direction) -> 
     return score <= target if direction == Direction.LOWER else score >= target
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MetricDecision:
     keep: bool
     """Keep the attempt (it improved on the best, or set the first baseline)."""

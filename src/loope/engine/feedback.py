@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from loope.record import record
 from loope.verify.report import MAX_FAILURES, GateReport, tail
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Findings:
     """What went wrong in one iteration, gathered for the next one."""
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
 from string import Template
 
 from loope.engine.run import RunState
+from loope.record import record
 from loope.records import ledger
 from loope.records.rundir import LOOPE_DIR
 from loope.verify.report import GateReport
@@ -46,7 +47,7 @@ def fenced(text: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
 
 
-@dataclass
+@record()
 class PromptContext:
     """What the prompts of one iteration draw on."""
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from loope.engine.decide import IterationDecision, Outcome
 from loope.engine.feedback import Findings, failure_signature
 from loope.engine.run import RunState
 from loope.engine.steps import AgentStep
 from loope.events import Decision
+from loope.record import record
 from loope.records import ledger
 from loope.records.rounds import Round
 from loope.records.state_file import State
@@ -16,7 +15,7 @@ from loope.verify.metric import Measurement
 from loope.verify.report import GateReport
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Attempted:
     """What an iteration's implementer and checks produced: one implementer's, or a round's winner's."""
 
@@ -43,7 +42,7 @@ class Attempted:
         )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IterationResults:
     iteration: int
     implementer: AgentStep

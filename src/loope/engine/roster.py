@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol
 
 from loope.agents import registry
@@ -12,6 +12,7 @@ from loope.agents.base import Agent
 from loope.enums import Role
 from loope.errors import LoopeError
 from loope.events import Observer
+from loope.record import record
 from loope.records.model import RunRecord
 from loope.records.rundir import RunDir
 from loope.spec import LoopSpec
@@ -36,7 +37,7 @@ class Memory(Protocol):
     def remember(self, record: RunRecord, rundir: RunDir) -> None: ...
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Services:
     """What a run is wired to, built by its caller: who watches (observers), who may stop it, what it remembers."""
 
@@ -48,7 +49,7 @@ class Services:
 NO_SERVICES = Services()
 
 
-@dataclass
+@record()
 class Agents:
     implementer: Agent
     reviewers: list[Agent]

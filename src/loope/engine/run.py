@@ -6,12 +6,13 @@ import fcntl
 import os
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 
 from loope.engine.bus import EventBus
 from loope.engine.roster import Control
 from loope.enums import StopReason
+from loope.record import record
 from loope.records.anchor import RunDirAnchor
 from loope.records.ledger import Attempt, Reader
 from loope.records.model import LoopState, RunRecord, StepRecord
@@ -36,7 +37,7 @@ class BadInput(Halt):
     """A halt caused by the user's input, found only once the run ran (a gate whose program is missing): exit 2."""
 
 
-@dataclass
+@record()
 class RunState:
     spec: LoopSpec
     rundir: RunDir

@@ -8,18 +8,18 @@ spent, the goal may change, and run.json's ``segments`` records each one.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from loope.errors import LoopeError
+from loope.record import record
 from loope.records.atomic import write_text
 from loope.records.model import RunRecord, Segment, now_iso
 from loope.records.rundir import RunDir
 from loope.spec import LoopSpec, validate
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MoreBudget:
     """What ``loope continue`` adds; an unset budget gets as much again as the run's first segment had."""
 

@@ -8,11 +8,11 @@ notifier never changes a run: whatever goes wrong is one line in ``<run_dir>/not
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from loope.errors import LoopeError
+from loope.record import record
 
 if TYPE_CHECKING:
     from loope.events import Observer
@@ -23,7 +23,7 @@ KINDS = ("slack", "webhook", "cmd")
 USAGE = "use slack:CHANNEL, webhook:URL or cmd:COMMAND"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NotifySpec:
     kind: str
     value: str

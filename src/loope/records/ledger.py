@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from loope.record import record
 from loope.records.model import FileChange, LoopState, StepRecord
 from loope.records.rounds import CandidateResult, Round
 from loope.records.serial import from_data, to_data
@@ -15,7 +16,7 @@ RECENT = 5
 DEAD_ENDS = 8
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GateSummary:
     """What the ledger keeps of a gate run."""
 
@@ -25,7 +26,7 @@ class GateSummary:
     """The failing checks' names."""
 
 
-@dataclass
+@record()
 class Attempt:
     iteration: int
     summary: str

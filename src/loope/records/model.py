@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from loope.enums import Direction
+from loope.record import record
 from loope.records.rounds import Round
 from loope.records.serial import fields_data, from_data
 
@@ -37,7 +38,7 @@ class FileChange:
         return f"+{self.added} −{self.removed}"
 
 
-@dataclass
+@record()
 class StepRecord:
     id: int
     iteration: int
@@ -72,7 +73,7 @@ class StepRecord:
     finished_at: str | None = None
 
 
-@dataclass
+@record()
 class Totals:
     cost_usd: float = 0.0
     cost_estimated: bool = False
@@ -93,7 +94,7 @@ class Totals:
         return self.input_tokens + self.output_tokens
 
 
-@dataclass
+@record()
 class WorkspaceInfo:
     mode: str
     path: str
@@ -109,14 +110,14 @@ class WorkspaceInfo:
     """Why a finished run's worktree was kept, or what removing it left behind."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MetricSettings:
     command: str
     direction: Direction | None
     target: float | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Best:
     """The best score kept so far, and where (iteration 0 is the original tree)."""
 
@@ -125,12 +126,12 @@ class Best:
     commit: str | None = None
 
 
-@dataclass
+@record()
 class Changes:
     files: list[FileChange] = field(default_factory=list)
 
 
-@dataclass
+@record()
 class LoopState:
     """What one iteration hands the next; saved in run.json so a resumed run picks it up."""
 
@@ -146,7 +147,7 @@ class LoopState:
     last_response: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Waiting:
     """A usage limit the run waits out: until when (ISO 8601), and which step's agent said so."""
 
@@ -159,7 +160,7 @@ class Waiting:
     reason: str | None
 
 
-@dataclass
+@record()
 class Segment:
     """One part of a run: the first, then one per ``loope continue``, with the budgets it was given."""
 
@@ -175,7 +176,7 @@ class Segment:
     stop_detail: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GateBaseline:
     """The gate run once on the starting tree (its output is in the run dir's ``baseline/``)."""
 
@@ -189,7 +190,7 @@ class GateBaseline:
     dir: str
 
 
-@dataclass
+@record()
 class RunRecord:
     run_id: str
     goal: str

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from loope.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CandidateResult:
     """One candidate of a round, as the selection saw it."""
 
@@ -38,7 +40,7 @@ class CandidateResult:
     """Why it won, or why it lost to the winner."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Round:
     iteration: int
     winner: int

@@ -17,15 +17,15 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from loope.errors import LoopeError
+from loope.record import record
 from loope.sandbox import bwrap, reap
 from loope.sandbox.layout import Layout, named_paths
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Choice:
     """Whether a run's steps are sandboxed, and the line that says why not."""
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from loope.bwrap_probe import BASE, ISOLATE, Support, support
+from loope.record import record
 
 __all__ = ["Policy", "Support", "command", "support"]  # the probe's names too: bwrap.support() is the sandbox's
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Policy:
     """What one sandboxed process sees: the whole file system read-only, but for these."""
 

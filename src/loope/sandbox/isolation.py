@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
+from loope.record import record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class Isolation:
     """One candidate's view of the run dir and the git dirs (a part of its steps' sandbox layout)."""
 

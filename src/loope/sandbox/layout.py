@@ -13,10 +13,10 @@ import os
 import re
 import shlex
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loope.record import record
 from loope.sandbox.bwrap import Policy
 from loope.sandbox.isolation import Isolation
 
@@ -25,7 +25,7 @@ MAX_PROTECTED_BINDS = 2000
 _RECORD_PARTS = ("runs", "loope.db")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Layout:
     """The resolved paths of one run."""
 

@@ -7,10 +7,10 @@ import os
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from loope.proc import ProcResult, run_process
+from loope.record import record
 from loope.records.atomic import append_line
 from loope.sandbox import UNSANDBOXED, RunSandbox
 from loope.verify.failures import parse_failures
@@ -71,7 +71,7 @@ def pid_recorder(step_dir: Path) -> Callable[[int], None]:
     return record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GateResult:
     command: str
     proc: ProcResult

@@ -6,9 +6,10 @@ import re
 import statistics
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from loope.record import record
 from loope.sandbox import UNSANDBOXED, RunSandbox
 from loope.text import strip_ansi
 from loope.verify.gate import read_output, run_shell
@@ -38,7 +39,7 @@ def median(scores: list[float]) -> float:
     return float(statistics.median(scores))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Measurement:
     score: float | None
     runs: list[float] = field(default_factory=list)

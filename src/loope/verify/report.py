@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from loope.record import record
 
 MAX_FAILURES = 20
 """Failing checks named in a report (and in the next prompt); the rest are counted."""
@@ -11,7 +12,7 @@ TAIL_LINES = 40
 TAIL_BYTES = 4096
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GateReport:
     command: str
     passed: bool

@@ -7,8 +7,7 @@ summary line is read as it prints it; several runs in one gate command add up.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from loope.record import record
 from loope.text import strip_ansi
 from loope.verify.failures import cargo, jest, pytest, unittest, vitest
 
@@ -24,7 +23,7 @@ _COUNTERS = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunnerSummary:
     failing: int
     """Failed tests (and errors) as the runner reported them."""

@@ -15,6 +15,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loope.record import record
 from loope.workspace import safefs
 
 # Not watched: objects only grow; other worktrees' admin files move with the runs (and checkouts) using them.
@@ -35,7 +36,7 @@ class _Entry:
     target: str | None = None
 
 
-@dataclass
+@record()
 class GitDirGuard:
     """One git directory: what it held before a step, and how to put it back."""
 

@@ -29,11 +29,11 @@ import stat
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from loope.errors import LoopeError
 from loope.proc import run_process
+from loope.record import record
 from loope.records.atomic import write_text
 
 _CLONE_FS = 0x00000200
@@ -76,7 +76,7 @@ def _has_cap_sys_admin() -> bool:
     return False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Namespace:
     """The namespace this process mounts in."""
 
@@ -197,7 +197,7 @@ def _mounts(fstype: str) -> list[str]:
 # -- the probe --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Probe:
     works: bool
     reason: str = ""

@@ -19,11 +19,11 @@ import os
 import shutil
 import stat
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from loope.enums import WorkspaceMode
 from loope.errors import LoopeError
+from loope.record import record
 from loope.records.atomic import write_bytes
 from loope.records.model import RunRecord
 from loope.records.rundir import STATE_COPY
@@ -40,7 +40,7 @@ _OVERLAY_KEPT = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Retired:
     """What became of a finished run's worktree."""
 

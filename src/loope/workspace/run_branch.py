@@ -17,6 +17,7 @@ from pathlib import Path
 
 from loope.enums import WorkspaceMode
 from loope.errors import EXIT_FAILED, LoopeError
+from loope.record import record
 from loope.records.model import RunRecord
 from loope.workspace.branch import foreign_commits, replay
 from loope.workspace.git import Git, toplevel
@@ -30,7 +31,7 @@ class NothingToBranch(LoopeError):
         super().__init__(message, exit_code=EXIT_FAILED)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Branched:
     """What ``branch_run`` left: the branch, its tip, where it was before, and the run's commits on it."""
 

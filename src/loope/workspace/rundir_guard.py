@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from loope.record import record
 from loope.workspace import safefs
 
 # What loope itself keeps directly in a run directory.
@@ -50,7 +51,7 @@ def _entries(path: Path) -> dict[str, str]:
         return {}
 
 
-@dataclass
+@record()
 class RunDirGuard:
     root: Path
     """The run directory."""

@@ -19,9 +19,9 @@ import secrets
 import shutil
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+from loope.record import record
 from loope.workspace.git import Git
 
 SNAPSHOTS_DIR = "snapshots"
@@ -31,7 +31,7 @@ _INDEX = "index"
 _CHECKOUT_WORKERS = min(os.cpu_count() or 1, 8)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class State:
     """What the user's tree holds now, as git objects in the snapshot store."""
 

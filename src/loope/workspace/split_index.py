@@ -8,16 +8,16 @@ the whole index (1.6 MB at 20,000 files). The own part must stay small for that 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from loope.record import record
 from loope.workspace.git import Git
 
 _ENTRY_BYTES = 80
 """About what one entry weighs (62 bytes of stat data and object id, and its path)."""
 
 
-@dataclass
+@record()
 class SplitIndex:
     """The size past which the own part goes into a new shared part, and when that was last tried."""
 

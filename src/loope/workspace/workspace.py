@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from loope.enums import WorkspaceMode
 from loope.errors import LoopeError
 from loope.proc import run_process
+from loope.record import record
 from loope.records.atomic import write_bytes, write_text
 from loope.records.model import FileChange
 from loope.workspace import overlay, safefs
@@ -36,7 +37,7 @@ IGNORES_FILE = "ignore-rules"
 """The user's ignore rules as the run started (see ignores.py)."""
 
 
-@dataclass
+@record()
 class Workspace:
     """The tree the agents edit, and the git history loope keeps of it."""
 
