@@ -11,7 +11,7 @@ from loope.agents.inspect import diagnose
 from loope.cli.options import output_options, views
 from loope.enums import SandboxMode
 from loope.errors import LoopeError
-from loope.notify.delivery import NOTIFY_LOG
+from loope.records.rundir import NOTIFY_LOG
 from loope.root import project_root
 
 

@@ -18,8 +18,8 @@ from typing import Protocol
 from loope.events import Event, RunFinished
 from loope.records.atomic import append_line
 from loope.records.model import now_iso
+from loope.records.rundir import NOTIFY_LOG
 
-NOTIFY_LOG = "notify.log"
 DRAIN_S = 20.0
 """How long, in all, the end of a run waits for pending notifications before the process may exit."""
 QUEUE_SIZE = 1000

@@ -19,6 +19,8 @@ LOOPE_DIR = ".loope"
 RUNS = Path(LOOPE_DIR) / "runs"
 STATE_COPY = "state.md"
 """The agent's state file, copied into the run dir when the run's worktree is removed."""
+NOTIFY_LOG = "notify.log"
+"""Notifications that could not be delivered (a notifier never fails the run)."""
 _IGNORE_ALL = "# loope's own files: never part of your repository\n*\n"
 _WORD = re.compile(r"[a-z0-9]+")
 _ID = re.compile(r"^(\d{4,})-")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import tomllib
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +94,8 @@ def runner_part(name: str, text: bytes) -> Any:
     """The part of ``pyproject.toml`` / ``package.json`` that configures a test runner (None: unreadable)."""
     try:
         if name == "pyproject.toml":
+            import tomllib  # only where a pyproject.toml is read
+
             tool = tomllib.loads(text.decode("utf-8")).get("tool", {})
             return {k: v for k, v in tool.items() if k.startswith("pytest")} if isinstance(tool, dict) else None
         data = json.loads(text)
@@ -143,6 +144,7 @@ def splice(name: str, old: bytes, new: bytes) -> bytes:
 
 
 def _without_runner(text: bytes) -> Any:
+    import tomllib
 
     try:
         data = tomllib.loads(text.decode("utf-8"))
