@@ -79,6 +79,12 @@ def test_a_later_run_over_the_same_snapshot_starts_from_what_the_first_kept(proj
     calls = log.read_text().splitlines()
     assert not [c for c in calls if "ls-files" in c or "--split-index" in c], calls
     assert any("write-tree" in c for c in calls)  # the shim saw loope's git at work
+    # The run's repository starts with its reflogs, so loope moves HEAD to its first commit itself, as git logs it.
+    assert not [c for c in calls if "update-ref" in c], calls
+    head = json.loads((later / "run.json").read_text())["workspace"]["head"]
+    for log in ("HEAD", "refs/heads/main"):
+        (line,) = (later / "shadow.git" / "logs" / log).read_text().splitlines()
+        assert line.split()[1] == head
 
 
 @pytest.mark.parametrize(

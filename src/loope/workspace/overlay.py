@@ -195,8 +195,10 @@ def _init_shadow(git_dir: Path, alternates: str, author: dict[str, str]) -> None
     Not bare: its work tree is the merged view (named by loope's commands, and by the tree's ``.git`` file).
     Its commits carry the identity the user's repository gives (its own config too), as a worktree's do.
     """
-    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+    for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags", "logs/refs/heads"):
         (git_dir / sub).mkdir(parents=True, exist_ok=True)
+    for log in ("HEAD", _BRANCH):  # its reflogs, as git starts them: loope's first move of HEAD logs itself
+        (git_dir / "logs" / log).touch()
     config = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
     if author:
         name, email = (_quoted(author[f"GIT_AUTHOR_{key}"]) for key in ("NAME", "EMAIL"))
