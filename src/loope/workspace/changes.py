@@ -42,6 +42,8 @@ class ChangeTracker:
         self.feed: ChangeFeed | None = None
         self._tracked = tracked
         """The files loope's index holds (asked of git when first needed, unless given)."""
+        self._dirs: set[str] | None = None
+        """Every directory a tracked file is (or was, this run) below: made when first needed."""
 
     # -- what the index holds ------------------------------------------------------------------
 
@@ -54,7 +56,14 @@ class ChangeTracker:
 
     def forget_index(self) -> None:
         """The index was rewritten wholesale (a reset): read it again when next needed."""
-        self._tracked = None
+        self._tracked = self._dirs = None
+
+    def _holds_tracked(self, directory: str) -> bool:
+        """Whether a tracked file may be below ``directory`` (``dir/``), without looking at every tracked file."""
+        if self._dirs is None:
+            self._dirs = set()
+            _add_parents(self._dirs, self.tracked)
+        return directory.rstrip("/") in self._dirs
 
     def staged(self, paths: Iterable[str]) -> None:
         """``paths`` were just staged from disk: existing ones are in the index now, missing ones are not."""
@@ -62,6 +71,8 @@ class ChangeTracker:
         for path in paths:
             if os.path.lexists(top / path):
                 tracked.add(path)
+                if self._dirs is not None:
+                    _add_parents(self._dirs, (path,))
             else:
                 tracked.discard(path)
 
@@ -70,11 +81,7 @@ class ChangeTracker:
     def watch_dirs(self) -> set[str]:
         """Every directory a change can appear in: those holding tracked files, and all not ignored on disk."""
         dirs: set[str] = set()
-        for path in self.tracked:
-            parent = os.path.dirname(path)
-            while parent and parent not in dirs:
-                dirs.add(parent)
-                parent = os.path.dirname(parent)
+        _add_parents(dirs, self.tracked)
         top = self.git.work_tree
         for current, subdirs, _files in os.walk(top):
             rel_dir = os.path.relpath(current, top)
@@ -116,7 +123,8 @@ class ChangeTracker:
         out: set[str] = set()
         for path in seen:
             if path.endswith("/"):  # a directory replaced whole (an overlay's opaque one): what it held is gone
-                out.update(p for p in tracked if p.startswith(path) and not os.path.lexists(top / p))
+                if self._holds_tracked(path):  # a new one holds none (loope's own .loope/, say): no scan
+                    out.update(p for p in tracked if p.startswith(path) and not os.path.lexists(top / p))
                 continue
             full = top / path
             if any(part in SKIP_DIRS for part in Path(path).parts):
@@ -161,3 +169,12 @@ def _beyond_link(top: Path, path: str, links: set[str]) -> bool:
             return True
         parent = os.path.dirname(parent)
     return False
+
+
+def _add_parents(dirs: set[str], paths: Iterable[str]) -> None:
+    """Add every directory above each of ``paths`` to ``dirs``."""
+    for path in paths:
+        parent = os.path.dirname(path)
+        while parent and parent not in dirs:
+            dirs.add(parent)
+            parent = os.path.dirname(parent)
