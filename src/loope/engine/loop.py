@@ -271,7 +271,8 @@ class Engine:
         self.bus.emit(results.decision_event(decision))
         if decision.stop is None and spec.critic and spec.checkpoint_every and n % spec.checkpoint_every == 0:
             self._critique(n)
-        run.complete(n)
+        going_on = decision.stop is None and n < spec.max_iters
+        run.complete(n, next_iteration=n + 1 if going_on else None)
         self.bus.emit(IterationFinished(iteration=n, stop=decision.stop, totals=replace(run.record.totals)))
 
     # -- once a run: the design contract, and a critique every N iterations ----------------------
@@ -308,6 +309,7 @@ class Engine:
 
     def _finalize(self, reason: StopReason, detail: str) -> None:
         self.reserve.release()  # the space the last records are written in, should the disk be full
+        self.run_state.unbegin()
         finished = finish.finalize(self.run_state, reason, detail)
         if self.memory is not None and not self.spec.dry_run:  # a dry run teaches nothing
             finish.remember(self.memory, self.run_state)
