@@ -9,6 +9,7 @@ helpers and ssh commands are all switched off in one place, ``safe_command`` and
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
@@ -73,7 +74,22 @@ def safe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def safe_command(*args: str, drivers: Sequence[str] = ()) -> list[str]:
     """``git ARGS`` with every program a repository could configure switched off."""
-    return ["git", *_CONFIG, *drivers, *args]
+    return [_git_on(os.environ.get("PATH", os.defpath)), *_CONFIG, *drivers, *args]
+
+
+@functools.lru_cache(maxsize=4)
+def _git_on(path: str) -> str:
+    """The git program on ``path`` (a PATH value), looked up once rather than by every command loope starts.
+
+    Starting ``git`` by name tries each directory of PATH in turn (eight failed ``execve`` calls before
+    /usr/bin on a usual PATH, for each of the four commands an iteration runs). A relative directory is
+    passed over: git commands run in the workspace, where the agent could put a program of that name.
+    """
+    for directory in path.split(os.pathsep):
+        candidate = os.path.join(directory, "git")
+        if os.path.isabs(directory) and os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return "git"  # none: starting it says that git is not installed
 
 
 class GitError(LoopeError):
