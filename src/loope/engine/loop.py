@@ -36,7 +36,7 @@ from loope.records.anchor import RunDirAnchor
 from loope.records.model import RunRecord, json_safe
 from loope.records.rundir import RunDir
 from loope.records.space import Reserve, failure_detail
-from loope.sandbox import choose
+from loope.sandbox import choose, tmpdirs
 from loope.spec import LoopSpec
 from loope.termination import interrupt_detail, terminated_as_interrupt
 from loope.verify.report import GateReport
@@ -188,6 +188,7 @@ class Engine:
         finally:
             run.workspace.stop_watching()
             run.release()
+            tmpdirs.wait()  # the steps' private /tmp dirs, removed on a thread: none outlives the run
             if self.control is not None:
                 self.control.close()
             self.lock.release()
