@@ -195,6 +195,55 @@ def run_process(
                 f.close()
 
 
+class Started:
+    """A process started now and waited for later (``finish``), so that the caller runs another meanwhile.
+
+    For a command whose output is small (a commit id): nothing reads its pipes until ``finish``, and a
+    process that filled one would wait there. Captured stdout, no stdin, no timeout; its group is killed
+    as it ends, as ``run_process`` does.
+    """
+
+    def __init__(self, argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str] | None = None) -> None:
+        self.argv = tuple(argv)
+        self._started = time.monotonic()
+        self._proc = _start(self.argv, cwd, env, piped_stdin=False, merge_stderr=False)
+        self._streams: list[Stream] = []
+        if not isinstance(self._proc, ProcResult):
+            out, err = self._proc.stdout, self._proc.stderr
+            assert out is not None
+            assert err is not None
+            self._streams = [Stream(out, None, None, True), Stream(err, None, None, False)]
+        self._result: ProcResult | None = None
+
+    def finish(self) -> ProcResult:
+        """Wait for the process to end (at once when it already has); how it ended."""
+        if self._result is not None:
+            return self._result
+        proc = self._proc
+        if isinstance(proc, ProcResult):
+            self._result = replace(proc, argv=self.argv)
+            return self._result
+        try:
+            timed_out, cancelled = _supervise(
+                proc,
+                self._streams,
+                data=None,
+                on_spawn=None,
+                timeout=None,
+                cancel=None,
+                started=self._started,
+                grace_s=1.0,
+                confine=None,
+            )
+            self._result = _result(
+                self.argv, proc, self._started, self._streams, capture=True, timed_out=timed_out, cancelled=cancelled
+            )
+        finally:
+            for stream in self._streams:
+                stream.detach()
+        return self._result
+
+
 def _supervise(
     proc: subprocess.Popen[bytes],
     streams: list[Stream],

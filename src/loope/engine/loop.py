@@ -36,7 +36,7 @@ from loope.records.anchor import RunDirAnchor
 from loope.records.model import RunRecord, json_safe
 from loope.records.rundir import RunDir
 from loope.records.space import Reserve, failure_detail
-from loope.sandbox import choose
+from loope.sandbox import choose, tmpdirs
 from loope.spec import LoopSpec
 from loope.termination import interrupt_detail, terminated_as_interrupt
 from loope.verify.report import GateReport
@@ -188,6 +188,7 @@ class Engine:
         finally:
             run.workspace.stop_watching()
             run.release()
+            tmpdirs.wait()  # the steps' private /tmp dirs, removed on a thread: none outlives the run
             if self.control is not None:
                 self.control.close()
             self.lock.release()
@@ -271,7 +272,8 @@ class Engine:
         self.bus.emit(results.decision_event(decision))
         if decision.stop is None and spec.critic and spec.checkpoint_every and n % spec.checkpoint_every == 0:
             self._critique(n)
-        run.complete(n)
+        going_on = decision.stop is None and n < spec.max_iters
+        run.complete(n, next_iteration=n + 1 if going_on else None)
         self.bus.emit(IterationFinished(iteration=n, stop=decision.stop, totals=replace(run.record.totals)))
 
     # -- once a run: the design contract, and a critique every N iterations ----------------------
@@ -308,6 +310,7 @@ class Engine:
 
     def _finalize(self, reason: StopReason, detail: str) -> None:
         self.reserve.release()  # the space the last records are written in, should the disk be full
+        self.run_state.unbegin()
         finished = finish.finalize(self.run_state, reason, detail)
         if self.memory is not None and not self.spec.dry_run:  # a dry run teaches nothing
             finish.remember(self.memory, self.run_state)

@@ -63,6 +63,8 @@ class RunState:
     """How many candidates race in each iteration."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _writer: RunJsonWriter | None = None
+    _begun: int = 0
+    """The iteration run.json names begun before it started (see :meth:`complete`); 0: none."""
     _ledger: Reader | None = None
 
     def __post_init__(self) -> None:
@@ -88,15 +90,30 @@ class RunState:
     def begin(self, n: int) -> None:
         """Iteration ``n`` starts (after the pre-check), as run.json says."""
         self.precheck()
-        self.record.iterations = n
-        self.save()
+        begun, self._begun = self._begun, 0
+        if begun != n:  # not yet named by the last iteration's save
+            self.record.iterations = n
+            self.save()
 
-    def complete(self, n: int) -> None:
-        """Iteration ``n`` is done: a resumed run goes on from its head and loop state."""
+    def complete(self, n: int, *, next_iteration: int | None = None) -> None:
+        """Iteration ``n`` is done: a resumed run goes on from its head and loop state.
+
+        ``next_iteration``: the one the loop goes on to, named begun in the same save (one write of
+        run.json fewer per iteration); should it not start after all, :meth:`unbegin` takes it back.
+        A runner killed in between leaves ``completed`` right, which is all ``resume`` goes by.
+        """
         self.record.completed = n
         self.record.completed_head = self.workspace.head
         self.record.loop = replace(self.loop)
+        if next_iteration is not None:
+            self.record.iterations = self._begun = next_iteration
         self.save()
+
+    def unbegin(self) -> None:
+        """The iteration named begun by the last one's save did not start (a stop, a spent budget, Ctrl-C)."""
+        if self._begun:
+            self.record.iterations = self._begun - 1
+            self._begun = 0
 
     def new_step(self, role: str, adapter: str) -> tuple[int, Path]:
         with self._lock:

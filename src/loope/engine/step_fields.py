@@ -47,15 +47,20 @@ def finished_fields(record: StepRecord, changes: list[FileChange] | None = None)
     }
 
 
-def commit_message(text: str, fallback: str) -> str:
-    """A commit message from an agent's final message: its first line as the subject, a few more as the body."""
+def commit_message(text: str, fallback: str, trailers: str = "") -> str:
+    """A commit message from an agent's final message: its first line as the subject, a few more as the body.
+
+    ``trailers`` (``Key: value`` lines) end it, after a blank line.
+    """
     lines = [line.rstrip() for line in text.strip().splitlines()]
     lines = [line.lstrip("#* ").rstrip() if i == 0 else line for i, line in enumerate(lines)]
     if not lines or not lines[0]:
-        return fallback
-    subject = lines[0] if len(lines[0]) <= 72 else lines[0][:71].rstrip() + "…"
-    body = "\n".join(lines[1:12]).strip()
-    return f"{subject}\n\n{body}" if body else subject
+        message = fallback
+    else:
+        subject = lines[0] if len(lines[0]) <= 72 else lines[0][:71].rstrip() + "…"
+        body = "\n".join(lines[1:12]).strip()
+        message = f"{subject}\n\n{body}" if body else subject
+    return f"{message}\n\n{trailers}" if trailers else message
 
 
 def repeat_indexes(agents: list[tuple[Agent, Role]]) -> list[int | None]:

@@ -72,17 +72,18 @@ class StepRunner:
 
         ``blamed``: violations found elsewhere (a race candidate's writes into another's tree).
         """
-        role, iteration = Role(step.record.role), step.record.iteration
-        violations, kept = self.guard.enforce()
+        role, workspace, record = Role(step.record.role), self.run.workspace, step.record
+        writes, trailers = mode_for(role) == "write", f"Loope-Run: {self.run.record.run_id}\nLoope-Step: {record.id}"
+        message = commit_message(step.result.message, f"iteration {record.iteration}: {role} {agent.label}", trailers)
+        with workspace.early.expecting(message if writes else None):  # begun while the guard compares the changes
+            violations, kept = self.guard.enforce()
         violations += [*(blamed or []), *step.result.undone]
-        if mode_for(role) == "write":
-            old = self.run.workspace.head
-            message = commit_message(step.result.message, f"iteration {iteration}: {role} {agent.label}")
-            trailers = f"Loope-Run: {self.run.record.run_id}\nLoope-Step: {step.record.id}"
-            step.changes = self.run.workspace.commit(f"{message}\n\n{trailers}", staged=kept)
+        if writes:
+            old = workspace.head
+            step.changes = workspace.commit(message, staged=kept)
             if step.changes:
-                write_bytes(step.dir / "changes.diff", self.run.workspace.compare(old, self.run.workspace.head).patch)
-                step.record.commit = self.run.workspace.head
+                write_bytes(step.dir / "changes.diff", workspace.compare(old, workspace.head).patch)
+                step.record.commit = workspace.head
         else:
             violations += self.guard.undo_read_only_changes(agent.label)
         self._finish(step, violations)
@@ -301,7 +302,6 @@ class StepRunner:
 
     def gate_env(self) -> dict[str, str]:
         """The gate's environment: the user's, with pytest's config search kept inside the workspace."""
-
         if self._tracked is None:
             self._tracked = self.run.workspace.tracked_files()
         boundary = self.run.rundir / BOUNDARY_NAME

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from loope.errors import LoopeError
 from loope.record import record
-from loope.sandbox import bwrap, reap
+from loope.sandbox import bwrap, reap, tmpdirs
 from loope.sandbox.layout import Layout, named_paths
 
 
@@ -126,7 +125,7 @@ class StepBox:
         if self.cgroup is not None:
             self.cgroup.remove()
         if self.tmp is not None and self.tmp is not self._borrowed_tmp:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            tmpdirs.remove_later(self.tmp)  # off the way to the next step
 
 
 class RunSandbox:

@@ -9,6 +9,7 @@ helpers and ssh commands are all switched off in one place, ``safe_command`` and
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loope.errors import LoopeError
-from loope.proc import ProcResult, run_process
+from loope.proc import ProcResult, Started, run_process
 from loope.records.model import ChangeStatus, FileChange
 from loope.workspace.git_drivers import runs_no_driver
 from loope.workspace.refmove import move_head
@@ -73,7 +74,22 @@ def safe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def safe_command(*args: str, drivers: Sequence[str] = ()) -> list[str]:
     """``git ARGS`` with every program a repository could configure switched off."""
-    return ["git", *_CONFIG, *drivers, *args]
+    return [_git_on(os.environ.get("PATH", os.defpath)), *_CONFIG, *drivers, *args]
+
+
+@functools.lru_cache(maxsize=4)
+def _git_on(path: str) -> str:
+    """The git program on ``path`` (a PATH value), looked up once rather than by every command loope starts.
+
+    Starting ``git`` by name tries each directory of PATH in turn (eight failed ``execve`` calls before
+    /usr/bin on a usual PATH, for each of the four commands an iteration runs). A relative directory is
+    passed over: git commands run in the workspace, where the agent could put a program of that name.
+    """
+    for directory in path.split(os.pathsep):
+        candidate = os.path.join(directory, "git")
+        if os.path.isabs(directory) and os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return "git"  # none: starting it says that git is not installed
 
 
 class GitError(LoopeError):
@@ -156,10 +172,12 @@ class Git:
         full_env = {**self._env, **env} if env else self._env
         argv = safe_command(*args, drivers=self._driver_overrides(args))
         result = run_process(argv, cwd=self.work_tree, env=full_env, stdin=stdin, capture=True)
-        if check and not result.ok:
-            detail = result.stderr_tail.strip().splitlines()
-            raise GitError(f"git {args[0]} failed: {detail[-1] if detail else result.describe()}")
-        return result
+        return _checked(args[0], result) if check else result
+
+    def start(self, *args: str, env: Mapping[str, str] | None = None) -> Started:
+        """``run``'s command (its output small), started now and finished by the caller."""
+        full_env = {**self._env, **env} if env else self._env
+        return Started(safe_command(*args, drivers=self._driver_overrides(args)), cwd=self.work_tree, env=full_env)
 
     def out(self, *args: str) -> str:
         return self.run(*args).text.strip()
@@ -236,9 +254,17 @@ class Git:
     def write_tree(self) -> str:
         return self.out("write-tree")
 
-    def commit_tree(self, tree: str, parent: str, message: str) -> str:
-        """A commit of ``tree`` on top of ``parent``, and HEAD (its branch) moved there."""
-        commit = self.run("commit-tree", tree, "-p", parent, "-m", message, env=self.author()).text.strip()
+    def commit_object(self, tree: str, parent: str, message: str) -> Started:
+        """The commit object of ``tree`` on top of ``parent``, under way (no ref moves): ``commit_tree`` takes it."""
+        return self.start("commit-tree", tree, "-p", parent, "-m", message, env=self.author())
+
+    def commit_tree(self, tree: str, parent: str, message: str, *, started: Started | None = None) -> str:
+        """A commit of ``tree`` on top of ``parent``, and HEAD (its branch) moved there.
+
+        ``started``: its ``commit_object``, begun earlier by the caller (with these very arguments).
+        """
+        made = (started or self.commit_object(tree, parent, message)).finish()
+        commit = _checked("commit-tree", made).text.strip()
         if self.git_dir is None or not move_head(self.git_dir, parent, commit, self._env):
             self.run("update-ref", "HEAD", commit)
         return commit
@@ -331,6 +357,14 @@ def _parse_changes(raw: bytes) -> tuple[list[FileChange], bytes]:
             counts[path] = (_count(added), _count(removed))
     changes = [FileChange(path, status, *counts.get(path, (None, None))) for path, status in statuses.items()]
     return changes, raw[pos:]
+
+
+def _checked(command: str, result: ProcResult) -> ProcResult:
+    """``result`` of ``git command``, or the error it failed with."""
+    if not result.ok:
+        detail = result.stderr_tail.strip().splitlines()
+        raise GitError(f"git {command} failed: {detail[-1] if detail else result.describe()}")
+    return result
 
 
 def _entry(mode: str, sha: str) -> TreeEntry | None:

@@ -61,6 +61,7 @@ class RunDirGuard:
     _agents: dict[str, str] = field(default_factory=dict)
     _above: dict[Path, bytes | None] = field(default_factory=dict)
     _mine: set[str] = field(default_factory=set)
+    _paths: list[tuple[Path, str, Path]] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def own(self, step_dir: Path) -> None:
@@ -72,12 +73,16 @@ class RunDirGuard:
         self._root = _entries(self.root)
         self._agents = _entries(self.root / "agents")
         self._above = {}
-        for directory in self.top.parents:
-            for name in _ABOVE:
-                path = directory / name
-                info = _lstat(path)
-                if info is not None:
-                    self._above[path] = safefs.read_bytes(directory, name) if stat.S_ISREG(info.st_mode) else None
+        for directory, name, path in self._above_paths():
+            info = _lstat(path)
+            if info is not None:
+                self._above[path] = safefs.read_bytes(directory, name) if stat.S_ISREG(info.st_mode) else None
+
+    def _above_paths(self) -> list[tuple[Path, str, Path]]:
+        """(directory, name, path) of each test-runner file that could lie above the tree (worked out once)."""
+        if self._paths is None:
+            self._paths = [(d, name, d / name) for d in self.top.parents for name in _ABOVE]
+        return self._paths
 
     def _loope_dirs_above(self) -> list[Path]:
         """The directories above the workspace tree up to ``.loope/`` itself (none when the tree is the user's)."""
@@ -89,16 +94,26 @@ class RunDirGuard:
         return []
 
     def restore(self) -> list[str]:
-        """Undo what was added to the run dir or above it since ``take``; a line for each."""
+        """Undo what was added to the run dir or above it since ``take``; a line for each.
+
+        What it finds is what the next check compares with: taken from the same look when nothing
+        was undone (one look at the run dir per step fewer), looked at again when something was.
+        """
         if not self._root:
             return []
-        violations = self._check_root() + self._check_agents() + self._check_above()
-        self.take()
+        root, agents = _entries(self.root), _entries(self.root / "agents")
+        violations = self._check_root(root) + self._check_agents(agents)
+        above, found = self._check_above()
+        violations += above
+        if violations:
+            self.take()
+        else:
+            self._root, self._agents, self._above = root, agents, found
         return violations
 
-    def _check_root(self) -> list[str]:
+    def _check_root(self, entries: dict[str, str]) -> list[str]:
         violations = []
-        for name, kind in _entries(self.root).items():
+        for name, kind in entries.items():
             was = self._root.get(name)
             if (kind == was and kind != "link") or name in LOOPE_DIRS:
                 continue
@@ -112,9 +127,9 @@ class RunDirGuard:
                 violations.append(f"{name} in the run directory is loope's to write; {_REMOVED}")
         return violations
 
-    def _check_agents(self) -> list[str]:
+    def _check_agents(self, entries: dict[str, str]) -> list[str]:
         violations = []
-        for name, kind in _entries(self.root / "agents").items():
+        for name, kind in entries.items():
             if self._agents.get(name) == kind == "dir" or (name in self._mine and kind == "dir"):
                 continue
             safefs.remove(self.root, f"agents/{name}")
@@ -123,27 +138,31 @@ class RunDirGuard:
             self._mine.clear()
         return violations
 
-    def _check_above(self) -> list[str]:
+    def _check_above(self) -> tuple[list[str], dict[Path, bytes | None]]:
+        """The violations above the tree, and what is there now (as ``take`` would find it, when there are none)."""
         violations = []
+        found: dict[Path, bytes | None] = {}
         loope_dirs = self._loope_dirs_above()
-        for directory in self.top.parents:
-            for name in _ABOVE:
-                path = directory / name
-                info = _lstat(path)
-                if path not in self._above:
-                    if info is None:
-                        continue
-                    if directory in loope_dirs:
-                        safefs.remove(directory, name)
-                        violations.append(f"{path} could configure the test runner from above the workspace; removed")
-                    else:  # the user's own directory: they may be editing it; the gate just does not read it
-                        violations.append(f"{path} appeared above the workspace during the step; the gate ignores it")
+        for directory, name, path in self._above_paths():
+            info = _lstat(path)
+            if path not in self._above:
+                if info is None:
                     continue
-                before = self._above[path]
-                if directory in loope_dirs and before is not None and safefs.read_bytes(directory, name) != before:
-                    safefs.write_bytes(directory, name, before)
-                    violations.append(f"{path} could configure the test runner from above the workspace; put back")
-        return violations
+                if directory in loope_dirs:
+                    safefs.remove(directory, name)
+                    violations.append(f"{path} could configure the test runner from above the workspace; removed")
+                else:  # the user's own directory: they may be editing it; the gate just does not read it
+                    violations.append(f"{path} appeared above the workspace during the step; the gate ignores it")
+                continue
+            if info is None:
+                continue
+            before = self._above[path]
+            now = safefs.read_bytes(directory, name) if stat.S_ISREG(info.st_mode) else None
+            found[path] = now
+            if directory in loope_dirs and before is not None and now != before:
+                safefs.write_bytes(directory, name, before)
+                violations.append(f"{path} could configure the test runner from above the workspace; put back")
+        return violations, found
 
 
 _REMOVED = "what the step put there was removed"

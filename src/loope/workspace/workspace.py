@@ -23,6 +23,7 @@ from loope.workspace import overlay, safefs
 from loope.workspace.branch import claim_branch, drop_branch, snapshot
 from loope.workspace.changes import ChangeFeed, ChangeTracker
 from loope.workspace.copying import copy_entry, visible_files
+from loope.workspace.early import EarlyCommit
 from loope.workspace.git import Comparison, Git, safe_command, safe_env, toplevel
 from loope.workspace.ignores import FrozenIgnores, collect
 from loope.workspace.loopedir import LOOPE_DIR as LOOPE_DIR  # noqa: PLC0414 - re-exported for older importers
@@ -65,6 +66,8 @@ class Workspace:
     """loope's index is known to equal ``head`` (nothing staged since the last commit, reset or restore)."""
     split: SplitIndex | None = None
     """How loope's index is kept split (worktree and overlay runs)."""
+    early: EarlyCommit = field(default_factory=EarlyCommit)
+    """The next commit's object, begun by ``pending`` while the changes are compared."""
     _head_tree: str | None = None
     _pending: tuple[str, Comparison] | None = None
     """The tree staged by ``pending`` and how it differs from ``head``, while nothing else touched the index."""
@@ -126,17 +129,9 @@ class Workspace:
         sub = workdir.resolve().relative_to(top.resolve())
         path = tree / sub
         ensure_loope_dir(path)
-        return cls(
-            WorkspaceMode.WORKTREE,
-            path,
-            _confined(tree, git_dir),
-            base,
-            base,
-            branch=branch,
-            start=start,
-            git_dir=git_dir,
-            run_dir=run_dir,
-        )
+        git = _confined(tree, git_dir)
+        mode = WorkspaceMode.WORKTREE
+        return cls(mode, path, git, base, base, branch=branch, start=start, git_dir=git_dir, run_dir=run_dir)
 
     @classmethod
     def _overlay(cls, workdir: Path, top: Path | None, run_dir: Path) -> Workspace:
@@ -277,6 +272,8 @@ class Workspace:
         tree = self.git.write_tree()
         if self._pending is not None and self._pending[0] == tree:
             return self._pending[1].changes
+        if tree != self.head_tree():
+            self.early.start(self.git, tree, self.head)
         comparison = Comparison([], b"") if tree == self.head_tree() else self.git.compare(self.head_tree(), tree)
         self._pending = (tree, comparison)
         return comparison.changes
@@ -294,7 +291,7 @@ class Workspace:
             return []
         tree, comparison = self._pending
         old = self.head
-        self.head = self.git.commit_tree(tree, old, message)
+        self.head = self.git.commit_tree(tree, old, message, started=self.early.take(tree, old, message))
         self._head_tree = tree
         self._compared[(old, self.head)] = comparison
         self._settled()
@@ -306,6 +303,7 @@ class Workspace:
     def _settled(self) -> None:
         self._pending = None
         self.clean = True
+        self.early.drop()
 
     def _mirror_index(self) -> None:
         """Give the agent's git the index loope just committed (its ``git status`` then shows no change)."""
