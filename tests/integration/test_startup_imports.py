@@ -17,7 +17,9 @@ HEAVY = (
     *("concurrent", "loope.spec", "loope.sandbox", "loope.engine", "loope.agents", "loope.store", "loope.events"),
     *("loope.records.model", "loope.workspace.git", "loope.ui.live"),
     "inspect",  # ast, dis and tokenize with it, where click only cleans one-line help texts
-    "ipaddress",  # urllib.parse's (pathlib's), for IPv6 hosts in URLs
+    "ipaddress",  # urllib.parse's, for IPv6 hosts in URLs
+    "urllib.parse",  # pathlib's, for Path.as_uri
+    *("uuid", "platform"),  # click's, for a UUID option (loope has none)
     "dataclasses",  # a dataclass compiles its methods when defined: the records these commands read are not
 )
 LIGHT_COMMANDS = {
