@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -51,13 +52,14 @@ SAYS = {
 # code: no agent CLI is installed here, so there is no version to ask); doctor checks the sandbox and
 # the overlay file system by running programs. A project with no settings has no spec to build.
 # And what a command imports no more than that: with no run running, status reads no run's events
-# and opens no store (no run.json says running);
+# (it asks the store which runs are running: see below for a project without one);
 # --help asks the terminal its width without shutil (which loads bz2, lzma and zlib).
 ALSO_NOT = {"status of every running run": {"loope.records.runview", "loope.records.state_file"}, "help": {"shutil"}}
 STORE = {"sqlite3", "loope.store"}
 CATALOG = {"loope.agents", "loope.agents.catalog", "loope.agents.registry", "loope.agents.inspect"}
 ALLOWED = {
     "status": STORE,
+    "status of every running run": STORE,
     "adapters": CATALOG,
     "doctor": {
         *CATALOG,
@@ -82,6 +84,16 @@ sys.stderr.write("\\nMODULES " + json.dumps(loaded))
 """
 
 
+def imported(args: list[str], cwd: Path) -> tuple[str, set[str]]:
+    """What ``loope ARGS`` printed (both streams) and the modules it imported, in a fresh interpreter."""
+    # No agent CLI on PATH: doctor and adapters get as far as they can without running one.
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    probe = [sys.executable, "-c", PROBE, json.dumps(args)]
+    done = subprocess.run(probe, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    said, _, modules_json = done.stderr.rpartition("MODULES ")
+    return done.stdout + said, set(json.loads(modules_json))
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):  # type: ignore[no-untyped-def]
     """A project holding one finished run, made by a real ``loope run``."""
@@ -100,18 +112,23 @@ def finished(tmp_path_factory):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("name", sorted(LIGHT_COMMANDS))
 def test_a_read_only_command_imports_none_of_the_run_machinery(finished, name):
     run = finished.run_json()["run_id"]
-    args = [a.format(run=run) for a in LIGHT_COMMANDS[name]]
-    probe = [sys.executable, "-c", PROBE, json.dumps(args)]
-    # No agent CLI on PATH: doctor and adapters get as far as they can without running one.
-    env = {**os.environ, "PATH": "/usr/bin:/bin"}
-    done = subprocess.run(probe, cwd=finished.path, env=env, capture_output=True, text=True, check=False)
-    said, _, modules_json = done.stderr.rpartition("MODULES ")
-    modules = set(json.loads(modules_json))
-    assert SAYS[name].format(run=run) in done.stdout + said
+    said, modules = imported([a.format(run=run) for a in LIGHT_COMMANDS[name]], finished.path)
+    assert SAYS[name].format(run=run) in said
     top = {m.split(".")[0] for m in modules} | modules
-    assert sorted((set(HEAVY) - ALLOWED.get(name, set()) | ALSO_NOT.get(name, set())) & top) == [], done.stdout
+    assert sorted((set(HEAVY) - ALLOWED.get(name, set()) | ALSO_NOT.get(name, set())) & top) == [], said
     assert sorted(m for m in modules if m.startswith("loope.agents.") and m not in ALLOWED.get(name, ())) == []
     assert "ctypes.util" not in modules  # find_library runs `ldconfig -p`
+
+
+def test_status_opens_no_store_in_a_project_without_one(tmp_path):
+    from tests.conftest import make_project
+
+    project = make_project(tmp_path / "proj")
+    said, modules = imported(["status"], project.path)
+    assert "no run is running" in said
+    top = {m.split(".")[0] for m in modules} | modules
+    assert sorted(set(HEAVY) & top) == []
+    assert not (project.path / ".loope").exists()  # nor makes one
 
 
 # Modules put in place unexecuted (loope.cli.deferred) are not counted until their code has run.

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 LOOPE_DIR = ".loope"
 RUNS = Path(LOOPE_DIR) / "runs"
+DB_NAME = "loope.db"
+"""The project's database (``loope.store.db``), in LOOPE_DIR; named here, where asking for it loads no sqlite3."""
 STATE_COPY = "state.md"
 """The agent's state file, copied into the run dir when the run's worktree is removed."""
 _IGNORE_ALL = "# loope's own files: never part of your repository\n*\n"
