@@ -22,7 +22,7 @@ DB_NAME = "loope.db"
 STATE_COPY = "state.md"
 """The agent's state file, copied into the run dir when the run's worktree is removed."""
 _IGNORE_ALL = "# loope's own files: never part of your repository\n*\n"
-_WORD = re.compile(r"[a-z0-9]+")
+_WORD = r"[a-z0-9]+"  # compiled on first use (re keeps it): a run's slug, made when it starts
 _ID = re.compile(r"^(\d{4,})-")
 
 
@@ -52,7 +52,7 @@ class RunFileError(LoopeError, ValueError):
 def slug(goal: str, *, words: int = 6, chars: int = 40) -> str:
     """Up to six words / forty characters of the goal, lowercase, hyphenated."""
     picked: list[str] = []
-    for word in _WORD.findall(goal.lower())[:words]:
+    for word in re.findall(_WORD, goal.lower())[:words]:
         if len("-".join([*picked, word])) > chars:
             break
         picked.append(word)
