@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from loope.errors import LoopeError, clip
 from loope.records import runfile
-from loope.records.atomic import write_text
 
 if TYPE_CHECKING:
     from loope.records.model import RunRecord
@@ -32,6 +31,8 @@ def ensure_loope_dir(root: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     ignore = path / ".gitignore"
     if not ignore.exists():
+        from loope.records.atomic import write_text  # a write: the commands that only read never load it
+
         write_text(ignore, _IGNORE_ALL)
     return path
 
