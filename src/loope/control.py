@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loope.errors import LoopeError
-from loope.records.rundir import RUNS, RunDir, list_runs, state_file_of
+from loope.records.rundir import DB_NAME, LOOPE_DIR, RUNS, RunDir, state_file_of
 from loope.runners import effective_status, runner_alive, runner_pid
 from loope.text import local_clock
 from loope.workspace.loopedir import outside_view
@@ -128,10 +128,10 @@ def _optional_json(path: Path) -> dict[str, Any]:
 def running_runs(workdir: Path) -> list[str]:
     """The runs that are running, oldest start first: the store's index of them, each one's run.json agreeing.
 
-    A run is running only where its run.json says so, so with none saying it the store is not opened
-    (``loope status`` with no run running loads no sqlite3).
+    A project without a database has no run running (``loope status`` there loads no sqlite3); a run.json
+    is not read for each run, which would cost more the more runs a project keeps.
     """
-    if not any(is_running(rundir.root) for rundir in list_runs(workdir)):
+    if not (workdir / LOOPE_DIR / DB_NAME).exists():
         return []
     return [row["id"] for row in open_store(workdir).running() if is_running(workdir / RUNS / row["id"])]
 

@@ -16,9 +16,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, NamedTuple, Protocol
 
 from loope.pump import Pump
 from loope.streams import BlockCallback, LineCallback, Stream
@@ -51,9 +50,12 @@ ABORT_DRAIN_S = 2.0
 """The same wait when run_process is leaving with an exception (Ctrl-C, a failed ``on_spawn``)."""
 
 
-@dataclass(frozen=True)
-class ProcResult:
-    """What became of one process."""
+class ProcResult(NamedTuple):
+    """What became of one process.
+
+    A NamedTuple rather than a frozen dataclass: ``loope doctor`` defines it before its first program,
+    and a dataclass compiles its methods from source when it is defined.
+    """
 
     argv: tuple[str, ...]
     exit_code: int | None
@@ -164,7 +166,7 @@ def run_process(
             command, full_env = confine.enter(argv_t, dict(env if env is not None else os.environ))
         proc = _start(command, cwd, full_env, piped_stdin=stdin is not None, merge_stderr=merge_stderr)
         if isinstance(proc, ProcResult):
-            return replace(proc, argv=argv_t)
+            return proc._replace(argv=argv_t)
         assert proc.stdout is not None
         streams.append(Stream(proc.stdout, out_sink, on_stdout_line, capture, on_stdout_block))
         if proc.stderr is not None:

@@ -10,7 +10,6 @@ lock, but not its pid, across the hand-over.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +43,8 @@ def lock_held(path: RunRoot) -> bool:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False  # no lock file: no runner ever took this run
+    import fcntl  # here: only a run marked running is asked, and most runs a command reads have ended
+
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -9,7 +9,6 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import IO
 
 LineCallback = Callable[[str], None]
@@ -66,7 +65,6 @@ def split_lines(block: bytes) -> list[str]:
     return [line.rstrip("\r") for line in block.decode("utf-8", "replace").split("\n")[:-1]]
 
 
-@dataclass
 class Stream:
     """Drains one pipe: to a file, to a callback, and into a bounded tail.
 
@@ -75,22 +73,33 @@ class Stream:
     outlive ``run_process`` (a grandchild that left the group holds the pipe), so what the caller
     reads is copied under ``lock``, and ``detach`` stops every use of the sink and the callback
     before the caller closes the file.
+
+    A plain class, not a dataclass: ``loope doctor`` defines it before its first program, and a
+    dataclass compiles its methods from source when it is defined.
     """
 
-    pipe: IO[bytes]
-    sink: IO[bytes] | None
-    on_line: LineCallback | None
-    capture: bool
-    on_block: BlockCallback | None = None
-    tail: deque[bytes] = field(default_factory=deque)
-    tail_size: int = 0
-    tail_cut: bool = False
-    chunks: list[bytes] = field(default_factory=list)
-    callback_error: BaseException | None = None
-    sink_error: str | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    detached: bool = False
-    splitter: LineSplitter = field(default_factory=LineSplitter)
+    def __init__(
+        self,
+        pipe: IO[bytes],
+        sink: IO[bytes] | None,
+        on_line: LineCallback | None,
+        capture: bool,
+        on_block: BlockCallback | None = None,
+    ) -> None:
+        self.pipe = pipe
+        self.sink = sink
+        self.on_line = on_line
+        self.capture = capture
+        self.on_block = on_block
+        self.tail: deque[bytes] = deque()
+        self.tail_size = 0
+        self.tail_cut = False
+        self.chunks: list[bytes] = []
+        self.callback_error: BaseException | None = None
+        self.sink_error: str | None = None
+        self.lock = threading.Lock()
+        self.detached = False
+        self.splitter = LineSplitter()
 
     def drain(self) -> None:
         fd = self.pipe.fileno()

@@ -8,7 +8,8 @@ from datetime import datetime
 
 from loope.errors import LoopeError
 
-_ANSI = re.compile(
+# Patterns compiled on first use (re keeps them): status, show and logs import this module and use neither.
+_ANSI = (
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks
     r"|\x1b[()][0-9A-Za-z]"  # character set selection
@@ -18,7 +19,7 @@ _ANSI = re.compile(
 
 def strip_ansi(text: str) -> str:
     """``text`` without terminal escape sequences (colours, cursor moves, hyperlinks)."""
-    return _ANSI.sub("", text)
+    return re.sub(_ANSI, "", text)
 
 
 def last_line(text: str, limit: int = 300) -> str:
@@ -59,7 +60,7 @@ def local_clock(unix: float) -> str:
 
 
 # Longer spellings first: the alternation takes the first that matches.
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(hours?|hrs?|h|minutes?|mins?|ms|m|seconds?|secs?|s)?", re.I)
+_DURATION = r"(?i)(\d+(?:\.\d+)?)\s*(hours?|hrs?|h|minutes?|mins?|ms|m|seconds?|secs?|s)?"
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
@@ -70,7 +71,7 @@ def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
     else:
         raw = str(text).strip().replace(" ", "")
         pos, seconds = 0, 0.0
-        for match in _DURATION.finditer(raw):
+        for match in re.finditer(_DURATION, raw):
             if match.start() != pos or not match.group(0):
                 break
             unit = (match.group(2) or "s").lower()

@@ -104,3 +104,43 @@ print(json.dumps([deferred, found, windows, pathlib.PurePath("a/b.py").match("*.
 def test_pathlibs_globs_and_windows_paths_load_what_they_need() -> None:
     done = subprocess.run([sys.executable, "-c", PATHLIB], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == [["_Deferred", "_Deferred"], ["a.py", "c.py"], "C:\\x\\y", True]
+
+
+UUID = """
+import json, sys
+import loope.cli  # defers uuid, and imports click meanwhile
+import click
+deferred = [type(sys.modules[name]).__name__ for name in ("uuid",)] + [str("platform" in sys.modules)]
+text = "12345678-1234-5678-1234-567812345678"
+converted = click.UUID.convert(text, None, None)  # a UUID option converting: loads uuid
+from uuid import UUID
+import uuid
+same = click.UUID.convert(converted, None, None) is converted
+one = str(uuid.UUID(int=1))
+print(json.dumps(deferred + [type(converted) is UUID, str(converted), same, one, type(uuid).__name__]))
+"""
+
+
+def test_uuid_is_deferred_until_a_uuid_option_converts() -> None:
+    done = subprocess.run([sys.executable, "-c", UUID], capture_output=True, text=True, check=True)
+    seen = json.loads(done.stdout)
+    assert seen == ["_Deferred", "False", True, "12345678-1234-5678-1234-567812345678", True,
+                    "00000000-0000-0000-0000-000000000001", "module"]  # fmt: skip
+
+
+URLLIB = """
+import json, sys
+import loope.cli  # defers urllib.parse
+import pathlib, urllib
+deferred = [type(sys.modules["urllib.parse"]).__name__, urllib.parse is sys.modules["urllib.parse"]]
+uri = pathlib.PurePosixPath("/a b/ü").as_uri()  # pathlib's one use: loads urllib.parse
+again = pathlib.PurePosixPath("/c%d").as_uri()
+from urllib.parse import quote, urlsplit
+print(json.dumps(deferred + [uri, again, quote("a b"), urlsplit("http://h/p").netloc, type(urllib.parse).__name__]))
+"""
+
+
+def test_urllib_parse_is_deferred_until_a_path_becomes_a_uri() -> None:
+    done = subprocess.run([sys.executable, "-c", URLLIB], capture_output=True, text=True, check=True)
+    seen = json.loads(done.stdout)
+    assert seen == ["_Deferred", True, "file:///a%20b/%C3%BC", "file:///c%25d", "a%20b", "h", "module"]

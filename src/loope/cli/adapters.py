@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,8 @@ def adapters(json_: bool) -> int:
 
     rows = survey()
     if json_:
+        import json  # only for --json: nothing else adapters or doctor loads before its first program needs it
+
         click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
         return 0
     for r in rows:
@@ -46,6 +47,8 @@ def doctor(workdir: Path | None, json_: bool) -> int:
     agents = diagnose([n for n in dict.fromkeys(names) if n], options, root, sandbox=sandbox)
     checks = [*agents, _sandbox_check(sandbox), _overlay_check(root, workspace)]
     if json_:
+        import json
+
         click.echo(json.dumps([c.to_dict() for c in checks], indent=2))
     else:
         for c in checks:

@@ -3,7 +3,10 @@
 - ``inspect``: click imports it (and ``ast``, ``dis`` and ``tokenize`` with it: about a fifth of what
   ``import click`` costs), yet uses one function of it to start: ``cleandoc``, on each option's help,
   which is one line of text that needs no cleaning.
-- ``ipaddress``: ``urllib.parse`` imports it (``pathlib`` imports that) to check an IPv6 host in a URL.
+- ``uuid`` (and ``platform``, which it imports): click imports it for its UUID parameter type, which no
+  loope option has; at its import click names ``uuid.UUID`` once, as a type argument.
+- ``urllib.parse``: ``pathlib`` imports it for ``quote_from_bytes``, which only ``as_uri`` calls.
+- ``ipaddress``: ``urllib.parse`` imports it to check an IPv6 host in a URL.
 - ``ntpath`` and ``fnmatch``: ``pathlib`` imports them for Windows paths and for glob patterns.
 
 Each is put in ``sys.modules`` unexecuted before anything imports it: its own code runs into it the
@@ -27,6 +30,8 @@ class _Deferred(types.ModuleType):
     """A module whose code has not run yet: an attribute it lacks runs it (once), then is looked up."""
 
     def __getattr__(self, name: str) -> Any:
+        if name == "__path__":  # `from x import y` asks whether x is a package: a deferred module is not
+            raise AttributeError(name)
         _load(self)
         if type(self) is _Deferred:  # asked by the module's own code while it runs: not defined yet
             raise AttributeError(f"partially initialized module {self.__name__!r} has no attribute {name!r}")
@@ -38,8 +43,10 @@ def _load(module: types.ModuleType) -> None:
         if type(module) is not _Deferred or module.__dict__.get("_loope_loading"):
             return
         module.__dict__["_loope_loading"] = True
-        module.__spec__.loader.exec_module(module)  # type: ignore[union-attr]  # defer() sets both
-        del module.__dict__["_loope_loading"]
+        try:
+            module.__spec__.loader.exec_module(module)  # type: ignore[union-attr]  # defer() sets both
+        finally:  # a failed run raises to whoever asked; the next question runs the code again
+            del module.__dict__["_loope_loading"]
         module.__class__ = types.ModuleType  # type: ignore[assignment]  # back to a plain module, loaded
 
 
@@ -53,20 +60,54 @@ def _cleandoc(doc: Any) -> Any:
     return inspect.cleandoc(doc)
 
 
+def _quote_from_bytes(bs: bytes, safe: str = "/") -> str:
+    """``urllib.parse.quote_from_bytes``, which pathlib binds at its import: loads the module, then asks it."""
+    import urllib.parse
+
+    _load(urllib.parse)  # its code replaces this function with its own (pathlib keeps this one)
+    return urllib.parse.quote_from_bytes(bs, safe)
+
+
+class _UUIDStandIn:
+    """What ``uuid.UUID`` is while click imports: there it is only a type argument (``ParamType[uuid.UUID]``)."""
+
+
 def defer_unused() -> None:
-    """Defer ``inspect`` (its ``cleandoc`` answered for one line without loading it) and the others above."""
+    """Defer the modules above, then import click (``uuid.UUID`` stood in for while it does)."""
     inspect = defer("inspect")
     if inspect is not None:
         inspect.__dict__["cleandoc"] = _cleandoc
+    parse = defer("urllib.parse")
+    if parse is not None:
+        parse.__dict__["quote_from_bytes"] = _quote_from_bytes
     for name in ("ipaddress", "ntpath", "fnmatch"):
         defer(name)
+    uuid = defer("uuid")
+    if uuid is None:
+        return
+    uuid.__dict__["UUID"] = _UUIDStandIn
+    try:
+        import click  # noqa: F401  # here, so that the stand-in is gone before anything else can see it
+    finally:
+        if uuid.__dict__.get("UUID") is _UUIDStandIn:  # (unless something loaded uuid meanwhile)
+            del uuid.__dict__["UUID"]  # the next use of uuid.UUID (a UUID option converting) loads uuid
 
 
 def defer(name: str) -> types.ModuleType | None:
-    """Put the top-level module ``name`` in ``sys.modules`` unexecuted; None if imported already or not found."""
+    """Put the plain source module ``name`` in ``sys.modules`` unexecuted; None if imported already or not found.
+
+    A submodule's package is imported (for its ``__path__``), and the submodule set on it, as an import does.
+    """
     if name in sys.modules:
         return None
-    spec = PathFinder.find_spec(name)
+    package, _, child = name.rpartition(".")
+    path = None
+    if package:
+        __import__(package)
+        path = getattr(sys.modules[package], "__path__", None)
+        if path is None:
+            return None
+    spec = PathFinder.find_spec(name, path)
     if spec is None or spec.loader is None or spec.origin is None or spec.submodule_search_locations is not None:
         return None  # not a plain source module (a package, a builtin): imported as usual
     module = _Deferred(name)
@@ -74,6 +115,8 @@ def defer(name: str) -> types.ModuleType | None:
     module.__loader__ = spec.loader
     module.__file__ = spec.origin
     module.__cached__ = spec.cached  # type: ignore[attr-defined]  # a module attribute the import system sets
-    module.__package__ = ""
+    module.__package__ = package
     sys.modules[name] = module
+    if package:
+        setattr(sys.modules[package], child, module)
     return module

@@ -15,7 +15,7 @@ from loope.errors import EXIT_INTERRUPTED, EXIT_USAGE, MESSAGE_LIMIT, LoopeError
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("loope.cli.run:run", "Run a loop: implement, verify, review, repeat."),
     "runs": ("loope.cli.runs:runs", "List runs: id, status, iterations, cost, age."),
-    "status": ("loope.cli.control:status", "Show one run, or every running one."),
+    "status": ("loope.cli.status:status", "Show one run, or every running one."),
     "show": ("loope.cli.show:show", "Show a run's report, diff, run.json or one step."),
     "logs": ("loope.cli.logs:logs", "A run's events as the live view; -f follows a running one."),
     "apply": ("loope.cli.apply:apply", "Land a run's changes in the workdir (or another checkout)."),

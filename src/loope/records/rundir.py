@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from loope.errors import LoopeError, clip
 from loope.records import runfile
-from loope.records.atomic import write_text
 
 if TYPE_CHECKING:
     from loope.records.model import RunRecord
@@ -17,12 +16,14 @@ if TYPE_CHECKING:
 
 LOOPE_DIR = ".loope"
 RUNS = Path(LOOPE_DIR) / "runs"
+DB_NAME = "loope.db"
+"""The project's database (``loope.store.db``), in LOOPE_DIR; named here, where asking for it loads no sqlite3."""
 STATE_COPY = "state.md"
 """The agent's state file, copied into the run dir when the run's worktree is removed."""
 NOTIFY_LOG = "notify.log"
 """Notifications that could not be delivered (a notifier never fails the run)."""
 _IGNORE_ALL = "# loope's own files: never part of your repository\n*\n"
-_WORD = re.compile(r"[a-z0-9]+")
+_WORD = r"[a-z0-9]+"  # compiled on first use (re keeps it): a run's slug, made when it starts
 _ID = re.compile(r"^(\d{4,})-")
 
 
@@ -32,6 +33,8 @@ def ensure_loope_dir(root: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     ignore = path / ".gitignore"
     if not ignore.exists():
+        from loope.records.atomic import write_text  # a write: the commands that only read never load it
+
         write_text(ignore, _IGNORE_ALL)
     return path
 
@@ -52,7 +55,7 @@ class RunFileError(LoopeError, ValueError):
 def slug(goal: str, *, words: int = 6, chars: int = 40) -> str:
     """Up to six words / forty characters of the goal, lowercase, hyphenated."""
     picked: list[str] = []
-    for word in _WORD.findall(goal.lower())[:words]:
+    for word in re.findall(_WORD, goal.lower())[:words]:
         if len("-".join([*picked, word])) > chars:
             break
         picked.append(word)

@@ -6,11 +6,9 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from loope.records.atomic import write_text
-
 STATUSES = ("in-progress", "done", "blocked")
 _FRONTMATTER = re.compile(r"\A\ufeff?\s*---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
-_SECTION = re.compile(r"^#+\s*(.+?)\s*$", re.M)
+_SECTION = r"(?m)^#+\s*(.+?)\s*$"  # compiled on first use (re keeps it): a blocked run's notes only
 _PLAIN_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*): +([A-Za-z0-9][A-Za-z0-9_-]*) *")
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
 _YAML_WORDS = frozenset({"yes", "no", "true", "false", "on", "off", "null", "y", "n"})
@@ -28,6 +26,8 @@ def initial(run_id: str, goal: str) -> str:
 def create(path: Path, run_id: str, goal: str) -> None:
     """Write a fresh state file unless one is already there (a resumed run keeps its memory)."""
     if not path.exists():
+        from loope.records.atomic import write_text  # a write: `loope status RUN` only reads the file
+
         write_text(path, initial(run_id, goal))
 
 
@@ -56,7 +56,7 @@ class State(NamedTuple):
 
 def section(text: str, name: str) -> str:
     """The body of the markdown section called ``name`` (case-insensitive), or ''."""
-    matches = list(_SECTION.finditer(text))
+    matches = list(re.finditer(_SECTION, text))
     for i, match in enumerate(matches):
         if match.group(1).strip().lower() == name.lower():
             end = matches[i + 1].start() if i + 1 < len(matches) else len(text)

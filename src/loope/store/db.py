@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from loope.errors import LoopeError
+from loope.records.rundir import DB_NAME
 from loope.store.migrations import migrate
 from loope.workspace.loopedir import ensure_loope_dir
 
-DB_NAME = "loope.db"
 BUSY_TIMEOUT_S = 5.0
 
 
