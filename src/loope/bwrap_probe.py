@@ -39,6 +39,12 @@ def support() -> Support:
         return _probe()
 
 
+def forget() -> None:
+    """Ask again on the next call (the machine changed under this process: another PATH, say)."""
+    with _asking:
+        _probe.cache_clear()
+
+
 @functools.lru_cache(maxsize=1)
 def _probe() -> Support:
     binary = shutil.which("bwrap")

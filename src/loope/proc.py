@@ -223,7 +223,7 @@ class Started:
             return self._result
         proc = self._proc
         if isinstance(proc, ProcResult):
-            self._result = replace(proc, argv=self.argv)
+            self._result = proc._replace(argv=self.argv)
             return self._result
         try:
             timed_out, cancelled = _supervise(

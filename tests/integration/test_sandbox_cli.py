@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loope.sandbox import bwrap
+from loope import bwrap_probe
 from tests.conftest import FIX, GATE, no_loope_runs, one_error_line
 
 BROKEN = "bwrap: No permissions to create a new namespace, likely because the kernel does not allow it"
@@ -23,9 +23,9 @@ def broken_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     fake.write_text(f"#!/bin/sh\necho '{BROKEN}' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    bwrap.support.cache_clear()
+    bwrap_probe.forget()
     yield
-    bwrap.support.cache_clear()
+    bwrap_probe.forget()
 
 
 def test_sandbox_on_without_a_working_bubblewrap_is_a_usage_error(project, agent_script, cli, broken_bwrap):
