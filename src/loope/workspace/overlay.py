@@ -197,7 +197,7 @@ def _init_shadow(git_dir: Path, alternates: str, author: dict[str, str]) -> None
     """
     for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags", "logs/refs/heads"):
         (git_dir / sub).mkdir(parents=True, exist_ok=True)
-    for log in ("HEAD", _BRANCH):  # its reflogs, as git starts them: loope's first move of HEAD logs itself
+    for log in ("HEAD", _BRANCH):  # its reflogs, empty: loope's first move of HEAD logs itself, as git would
         (git_dir / "logs" / log).touch()
     config = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
     if author:
