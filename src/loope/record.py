@@ -56,8 +56,16 @@ def record(*, frozen: bool = False, kw_only: bool = False) -> Callable[[type[T]]
     return make
 
 
+def _shape(cls: type) -> _Shape:
+    """The shape of ``cls``: its own, or (a subclass not made a record itself) its nearest record base's."""
+    found = _shapes.get(cls)
+    if found is None:
+        found = _shapes[cls] = next(_shapes[base] for base in cls.__mro__ if base in _shapes)
+    return found
+
+
 def _init(self: Any, *args: Any, **kwargs: Any) -> None:
-    shape = _shapes[type(self)]
+    shape = _shape(type(self))
     if len(args) > len(shape.positional):
         raise TypeError(f"{type(self).__name__}() takes {len(shape.positional)} positional arguments, got {len(args)}")
     values = dict(zip(shape.positional, args, strict=False))
@@ -83,11 +91,11 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
 
 
 def _values(self: Any) -> tuple[Any, ...]:
-    return tuple(getattr(self, name) for name in _shapes[type(self)].names)
+    return tuple(getattr(self, name) for name in _shape(type(self)).names)
 
 
 def _repr(self: Any) -> str:
-    shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _shapes[type(self)].names)
+    shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _shape(type(self)).names)
     return f"{type(self).__qualname__}({shown})"
 
 

@@ -89,3 +89,18 @@ def test_a_record_without_a_docstring_is_named_without_asking_inspect():
 
     assert Bare.__doc__ == "Bare"
     assert Bare(1) == Bare(value=1)
+
+
+def test_a_subclass_not_made_a_record_itself_is_built_as_its_base():
+    @record(frozen=True, kw_only=True)
+    class Base:
+        name: str
+        size: int = 0
+
+    class Plain(Base):
+        kind = "plain"
+
+    made = Plain(name="a")
+    assert (made.name, made.size, made.kind) == ("a", 0, "plain")
+    assert made == Plain(name="a")
+    assert made != Base(name="a")  # as a dataclass compares: the same class only
