@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loope.sandbox import StepBox, bwrap, choose, reap
+from loope.sandbox import StepBox, bwrap, choose, reap, tmpdirs
 from loope.sandbox.layout import Layout, named_paths
 
 
@@ -188,6 +188,7 @@ def test_a_box_without_bubblewrap_gives_a_private_tmpdir_and_removes_it(tmp_path
     assert env[reap.TOKEN_VAR] == box.token
     assert argv[-1] == "true"
     box.close()
+    tmpdirs.wait()  # removed on the remover's thread (sandbox/tmpdirs.py)
     assert not tmp.exists()
 
 
