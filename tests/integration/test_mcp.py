@@ -188,6 +188,9 @@ def test_a_loop_started_over_mcp_is_waited_on_listed_shown_and_applied(project: 
         assert project.read("calc.py") == FIXED_CALC
 
     serve(project.path, scenario)
+    # The gate compiled calc.py but left no bytecode: a .pyc is trusted by its source's mtime and size, and
+    # the fix (a - b to a + b) keeps the size, so one written in the same second would have been judged stale.
+    assert not list((project.path / ".loope" / "runs").rglob("*.pyc"))
 
 
 def test_apply_refuses_a_file_changed_since_the_loop_started_unless_forced(project: Project, agent_script) -> None:

@@ -24,8 +24,14 @@ PARSE_ERRORS = "parse-errors.log"
 
 
 def check_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment checks run in: the user's, without loope's own LOOPE_* variables."""
+    """The environment checks run in: the user's, without loope's own LOOPE_* variables.
+
+    A check writes no Python bytecode into the tree: a ``.pyc`` is trusted by its source's mtime (to
+    the second) and size, so one a check left would be run in place of a file the agent rewrote in that
+    second to the same size (``a - b`` to ``a + b``), and the next check would judge the old code.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPE_")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra or {})
     return env
 
