@@ -115,3 +115,8 @@ def test_a_split_made_in_the_second_its_snapshot_was_is_not_kept(project, tmp_pa
     started_as_the_first(overlay_run(loope, project, tmp_path))
     assert (index.parent / "tracked").exists()  # the list of files holds whenever it was made
     assert not (index.parent / "split-index").exists()
+    log = tmp_path / "git.log"
+    started_as_the_first(overlay_run(loope, project, tmp_path, logging_git(tmp_path / "shim", log)))
+    calls = log.read_text().splitlines()
+    assert [c for c in calls if "--split-index" in c], calls  # the next run splits its index again
+    assert not [c for c in calls if "ls-files" in c], calls  # but takes the list of its files as kept

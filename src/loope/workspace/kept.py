@@ -60,7 +60,7 @@ def begin(layer: Path) -> Begun:
         return Begun(tracked, name.decode(), shared, own)
     scratch = layer / f".begin-{secrets.token_hex(6)}"
     try:
-        made, read_as_of = _ask_git(layer, scratch)
+        made, read_as_of = _ask_git(layer, scratch, tracked)
         if tracked is None:
             _publish(layer / _TRACKED, b"".join(os.fsencode(p) + b"\0" for p in sorted(made.tracked)))
         if shared is None and read_as_of > int(index.stat().st_mtime):
@@ -71,9 +71,10 @@ def begin(layer: Path) -> Begun:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _ask_git(layer: Path, scratch: Path) -> tuple[Begun, int]:
-    """Split a copy of the snapshot's index in ``scratch`` (a git dir of its own for its shared part); and the
-    second git read the copy as of (its stat data is clean for files written before it)."""
+def _ask_git(layer: Path, scratch: Path, tracked: frozenset[str] | None) -> tuple[Begun, int]:
+    """Split a copy of the snapshot's index in ``scratch`` (a git dir of its own for its shared part), listing
+    its files unless ``tracked`` was kept; and the second git read the copy as of (its stat data is clean
+    for files written before it)."""
     for sub in ("objects", "refs"):
         (scratch / sub).mkdir(parents=True)
     (scratch / "HEAD").write_text("ref: refs/heads/main\n")
@@ -81,10 +82,11 @@ def _ask_git(layer: Path, scratch: Path) -> tuple[Begun, int]:
     shutil.copyfile(layer / _INDEX, copy)
     read_as_of = int(copy.stat().st_mtime)
     git = Git(layer / "tree", scratch, env={"GIT_INDEX_FILE": str(copy)})
-    listing = git.run("ls-files", "-z", "--full-name").stdout or b""
+    if tracked is None:  # not kept yet
+        listing = git.run("ls-files", "-z", "--full-name").stdout or b""
+        tracked = frozenset(listing.decode("utf-8", "surrogateescape").split("\0")) - {""}  # as os.fsdecode does
     git.run("update-index", "--split-index")
     (shared,) = scratch.glob(f"{_SHARED}*")
-    tracked = frozenset(listing.decode("utf-8", "surrogateescape").split("\0")) - {""}  # as os.fsdecode does
     return Begun(tracked, shared.name, shared.read_bytes(), copy.read_bytes()), read_as_of
 
 
