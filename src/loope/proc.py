@@ -201,20 +201,31 @@ class Started:
     """A process started now and waited for later (``finish``), so that the caller runs another meanwhile.
 
     For a command whose output is small (a commit id): nothing reads its pipes until ``finish``, and a
-    process that filled one would wait there. Captured stdout, no stdin, no timeout; its group is killed
-    as it ends, as ``run_process`` does.
+    process that filled one would wait there. Captured stdout, no timeout; its group is killed as it
+    ends, as ``run_process`` does. ``stdin`` is written whole as it starts, so it must fit in a pipe
+    (``STDIN_MAX``) for the caller not to wait for the process to read it.
     """
 
-    def __init__(self, argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str] | None = None) -> None:
+    STDIN_MAX = 32 * 1024
+    """What ``stdin`` may weigh: well under a Linux pipe's 64 KiB, so writing it never waits."""
+
+    def __init__(
+        self, argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str] | None = None, stdin: bytes | None = None
+    ) -> None:
         self.argv = tuple(argv)
         self._started = time.monotonic()
-        self._proc = _start(self.argv, cwd, env, piped_stdin=False, merge_stderr=False)
+        self._proc = _start(self.argv, cwd, env, piped_stdin=stdin is not None, merge_stderr=False)
         self._streams: list[Stream] = []
         if not isinstance(self._proc, ProcResult):
             out, err = self._proc.stdout, self._proc.stderr
             assert out is not None
             assert err is not None
             self._streams = [Stream(out, None, None, True), Stream(err, None, None, False)]
+            if self._proc.stdin is not None:
+                with contextlib.suppress(BrokenPipeError):  # it ended at once: its exit says why
+                    self._proc.stdin.write(stdin or b"")
+                with contextlib.suppress(BrokenPipeError):
+                    self._proc.stdin.close()
         self._result: ProcResult | None = None
 
     def finish(self) -> ProcResult:

@@ -1,5 +1,5 @@
-"""Processes :func:`loope.proc.run_process` does not supervise: a runner meant to outlive loope, and an
-agent loope converses with over its pipes (ACP).
+"""Processes :func:`loope.proc.run_process` does not supervise: a runner meant to outlive loope, an
+agent loope converses with over its pipes (ACP), and a git batch command kept for a run's requests.
 
 Both start in their own session, as every process loope starts does, and report a failure to start
 the same way (:func:`loope.proc.start_error`).
@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from loope.errors import LoopeError
 from loope.proc import start_error
@@ -75,3 +75,27 @@ def spawn_detached(argv: Sequence[str], *, cwd: Path | str, log_path: Path, pass
         log.close()
     # Nobody waits for it here: subprocess reaps it on a later Popen, runners.runner_alive when asked.
     return proc.pid
+
+
+def spawn_batch(
+    argv: Sequence[str], *, cwd: Path | str, env: Mapping[str, str], stderr: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` to answer requests on its stdin, one after another, on its stdout (``git cat-file --batch``).
+
+    Its own session, as every process loope starts; stderr goes to ``stderr`` (a file, so that no
+    warning it prints can fill a pipe nobody reads). The caller ends it by closing its stdin. A
+    LoopeError (one line) when it cannot start.
+    """
+    argv_t = tuple(argv)
+    try:
+        return subprocess.Popen(
+            argv_t,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise LoopeError(start_error(argv_t, cwd, exc)) from None

@@ -39,6 +39,7 @@ def _admin(run: Workspace) -> Git:
 def fork(run: Workspace, run_dir: Path, index: int) -> Workspace:
     """A new workspace for candidate ``index`` at ``run.head``, seeing what ``run`` sees."""
     root = run_dir / CANDIDATES_DIR
+    run.sync_index()  # the run's index and its agent's copy are whole before they are copied
     if run.mode == WorkspaceMode.OVERLAY:  # the same snapshot, a copy of the run's upper layer
         tree, git_dir = overlay.fork(run.git.work_tree.parent, root / f"c{index}", _admin(run), run.head)
     else:

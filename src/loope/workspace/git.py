@@ -15,12 +15,17 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 from loope.errors import LoopeError
 from loope.proc import ProcResult, Started, run_process
 from loope.records.model import ChangeStatus, FileChange
+from loope.spawn import spawn_batch
 from loope.workspace.git_drivers import runs_no_driver
 from loope.workspace.refmove import move_head
+
+if TYPE_CHECKING:
+    import subprocess
 
 _STATUS: dict[str, ChangeStatus] = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
 
@@ -172,12 +177,20 @@ class Git:
         full_env = {**self._env, **env} if env else self._env
         argv = safe_command(*args, drivers=self._driver_overrides(args))
         result = run_process(argv, cwd=self.work_tree, env=full_env, stdin=stdin, capture=True)
-        return _checked(args[0], result) if check else result
+        return checked(args[0], result) if check else result
 
-    def start(self, *args: str, env: Mapping[str, str] | None = None) -> Started:
-        """``run``'s command (its output small), started now and finished by the caller."""
+    def start(self, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> Started:
+        """``run``'s command (its output small, its input under ``Started.STDIN_MAX``), started now and finished
+        by the caller."""
         full_env = {**self._env, **env} if env else self._env
-        return Started(safe_command(*args, drivers=self._driver_overrides(args)), cwd=self.work_tree, env=full_env)
+        argv = safe_command(*args, drivers=self._driver_overrides(args))
+        return Started(argv, cwd=self.work_tree, env=full_env, stdin=stdin)
+
+    def batch(self, *args: str, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+        """A git batch command (``cat-file --batch``, ``mktree --batch``) started to answer many requests."""
+        return spawn_batch(
+            safe_command(*args, drivers=self._driver_overrides(args)), cwd=self.work_tree, env=self._env, stderr=stderr
+        )
 
     def out(self, *args: str) -> str:
         return self.run(*args).text.strip()
@@ -264,7 +277,7 @@ class Git:
         ``started``: its ``commit_object``, begun earlier by the caller (with these very arguments).
         """
         made = (started or self.commit_object(tree, parent, message)).finish()
-        commit = _checked("commit-tree", made).text.strip()
+        commit = checked("commit-tree", made).text.strip()
         if self.git_dir is None or not move_head(self.git_dir, parent, commit, self._env):
             self.run("update-ref", "HEAD", commit)
         return commit
@@ -359,7 +372,7 @@ def _parse_changes(raw: bytes) -> tuple[list[FileChange], bytes]:
     return changes, raw[pos:]
 
 
-def _checked(command: str, result: ProcResult) -> ProcResult:
+def checked(command: str, result: ProcResult) -> ProcResult:
     """``result`` of ``git command``, or the error it failed with."""
     if not result.ok:
         detail = result.stderr_tail.strip().splitlines()

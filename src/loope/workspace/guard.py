@@ -164,6 +164,7 @@ class Guard:
         them during the step is then not the step's but the user's (a commit in their own checkout),
         and stays.
         """
+        self.workspace.sync_index()  # no git of loope's is writing while the step runs, nor while it is snapshotted
         state = self._state_rel()
         if state is not None:
             self._state_text = safefs.read_bytes(self.workspace.path, state)
@@ -180,6 +181,7 @@ class Guard:
         checkout meanwhile) cannot be told: it is put back, and the line names the commit it had
         moved to, which stays in the repository.
         """
+        self.workspace.sync_index()
         violations = []
         for label, watched in self._git_dirs if self._git_taken else []:
             for rel in watched.restore():

@@ -59,6 +59,7 @@ def retire(ws: Workspace, run_dir: Path, *, keep: bool = False) -> Retired:
         return Retired(False)
     try:
         loose = ws.pending()
+        ws.sync_index()  # nothing of loope's is at work in the tree it removes
         if loose:
             more = f" and {len(loose) - 3} more" if len(loose) > 3 else ""
             return Retired(False, f"kept: {', '.join(c.path for c in loose[:3])}{more} changed after the last commit")

@@ -7,7 +7,6 @@ edits the files on purpose, and still leaves the user's ``.git`` alone).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 from dataclasses import field
@@ -17,7 +16,7 @@ from loope.enums import WorkspaceMode
 from loope.errors import LoopeError
 from loope.proc import run_process
 from loope.record import record
-from loope.records.atomic import write_bytes, write_text
+from loope.records.atomic import write_text
 from loope.records.model import FileChange
 from loope.workspace import overlay, safefs
 from loope.workspace.branch import claim_branch, drop_branch, snapshot
@@ -30,6 +29,7 @@ from loope.workspace.loopedir import LOOPE_DIR as LOOPE_DIR  # noqa: PLC0414 - r
 from loope.workspace.loopedir import ensure_loope_dir as ensure_loope_dir  # noqa: PLC0414 - re-exported likewise
 from loope.workspace.loopedir import workspace_tree
 from loope.workspace.split_index import SplitIndex
+from loope.workspace.staging import Staging, mirror_index
 from loope.workspace.watch import Watcher
 
 INDEX_FILE = "workspace.index"
@@ -68,6 +68,8 @@ class Workspace:
     """How loope's index is kept split (worktree and overlay runs)."""
     early: EarlyCommit = field(default_factory=EarlyCommit)
     """The next commit's object, begun by ``pending`` while the changes are compared."""
+    staging: Staging = field(default_factory=Staging)
+    """How a step's changes become a tree (made from the changed files alone, where it can: staging.py)."""
     _head_tree: str | None = None
     _pending: tuple[str, Comparison] | None = None
     """The tree staged by ``pending`` and how it differs from ``head``, while nothing else touched the index."""
@@ -221,6 +223,8 @@ class Workspace:
         whose notifications cannot be trusted.
         """
         tracker = self._changes()
+        if self.mirror is not None:  # loope has an index of its own here, which the batch commands need not read
+            self.staging.watch(self.git)
         if feed is None and self.mode == WorkspaceMode.OVERLAY:
             feed = overlay.feed(self.git.work_tree.parent)  # its upper layer lists every change, no inotify needed
         if feed is None and os.environ.get("LOOPE_WATCH") != "scan":
@@ -230,6 +234,8 @@ class Workspace:
 
     def stop_watching(self) -> None:
         """Done with the tree: stop listening (and an overlay's mount goes, its upper layer stays)."""
+        self.sync_index()
+        self.staging.unwatch(self.git)
         if self.tracker is not None:
             self.tracker.close()
         if self.mode == WorkspaceMode.OVERLAY:
@@ -245,15 +251,12 @@ class Workspace:
             self.tracker = ChangeTracker(self.git, None)
         return self.tracker
 
-    def _stage_changes(self) -> bool:
-        """Stage every file changed on disk since the last look; False if none was seen."""
-        tracker = self._changes()
-        paths, gone = tracker.changed_paths()
-        self.git.update_index(paths)
-        self.git.drop_from_index(gone)
-        tracker.staged(paths)
-        tracker.tracked.difference_update(gone)
-        return bool(paths or gone)
+    def sync_index(self) -> None:
+        """Wait for loope's index to hold what was last staged, then fold it back and copy it for the agent.
+
+        Called before anything reads or writes the index or the git dirs, and before every step.
+        """
+        self.staging.settle(self.git, self.split, self.mirror)
 
     def tracked_files(self) -> list[str]:
         """Every file loope's index holds, from the top of the work tree, in git's order (no git call)."""
@@ -266,17 +269,18 @@ class Workspace:
 
     def pending(self) -> list[FileChange]:
         """What differs from ``head`` in the tree (staged as a side effect, never committed)."""
-        if not self._stage_changes() and self.clean:
+        self.sync_index()
+        tree = self.staging.stage(self.git, self._changes(), clean=self.clean)
+        if tree is None:
             return []
         self.clean = False
-        tree = self.git.write_tree()
-        if self._pending is not None and self._pending[0] == tree:
-            return self._pending[1].changes
-        if tree != self.head_tree():
-            self.early.start(self.git, tree, self.head)
-        comparison = Comparison([], b"") if tree == self.head_tree() else self.git.compare(self.head_tree(), tree)
-        self._pending = (tree, comparison)
-        return comparison.changes
+        if self._pending is None or self._pending[0] != tree:
+            if tree != self.head_tree():
+                self.early.start(self.git, tree, self.head)
+            same = tree == self.head_tree()
+            self._pending = (tree, Comparison([], b"") if same else self.git.compare(self.head_tree(), tree))
+        self.staging.begin(self.git)  # not before: the comparison waited for is the step's, the index is the next one's
+        return self._pending[1].changes
 
     def commit(self, message: str, staged: list[FileChange] | None = None) -> list[FileChange]:
         """Commit what changed since ``head``; the changed files (empty when nothing changed).
@@ -295,9 +299,7 @@ class Workspace:
         self._head_tree = tree
         self._compared[(old, self.head)] = comparison
         self._settled()
-        if self.split is not None and self.git.index_file is not None:
-            self.split.compact(self.git, self.git.index_file)
-        self._mirror_index()
+        self.staging.committed(self.git, self.split, self.mirror)
         return comparison.changes
 
     def _settled(self) -> None:
@@ -305,20 +307,14 @@ class Workspace:
         self.clean = True
         self.early.drop()
 
-    def _mirror_index(self) -> None:
-        """Give the agent's git the index loope just committed (its ``git status`` then shows no change)."""
-        index = self.git.index_file
-        if self.mirror is None or index is None:
-            return
-        with contextlib.suppress(OSError):  # the agent's view only: loope's own records do not depend on it
-            write_bytes(self.mirror, index.read_bytes())
-
     def restore(self, paths: list[str]) -> None:
         """Put ``paths`` back as they are at ``head`` (deleting files that did not exist there)."""
         if not paths:
             return
+        self.sync_index()
         self.clean = False
         self._pending = None
+        self.staging.tree = None
         existing = set(self.git.entries(self.head, paths))
         tracked = [p for p in paths if p in existing]
         for rel in paths:
@@ -331,7 +327,9 @@ class Workspace:
 
     def reset(self, commit: str) -> None:
         """Discard everything after ``commit``, whatever state the tree is in (a full reset)."""
+        self.sync_index()
         tracker = self._changes()
+        self.staging.tree = None
         self.git.reset_hard(commit, keep=tracker.ignores.path if tracker.ignores else None)
         tracker.forget_index()
         if tracker.feed is not None:
@@ -340,6 +338,8 @@ class Workspace:
 
     def revert_to(self, commit: str) -> None:
         """Go back to ``commit`` from a clean ``head``, touching only the files that differ between them."""
+        self.sync_index()
+        self.staging.tree = None
         changes = self.changes(commit, self.head)
         restored = [c.path for c in changes if c.status != "added"]
         added = [c.path for c in changes if c.status == "added"]
@@ -355,7 +355,7 @@ class Workspace:
         self.head = commit
         self._head_tree = None
         self._settled()
-        self._mirror_index()
+        mirror_index(self.git, self.mirror)
 
     def keep_ref(self, name: str, commit: str) -> None:
         """Keep ``commit`` reachable under ``refs/loope/<name>`` (a reverted attempt, say)."""

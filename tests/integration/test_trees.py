@@ -1,0 +1,217 @@
+"""A step's tree made from the changed files alone (workspace/trees.py) is the tree git writes from an index,
+and every case it cannot be sure of is left to the index: each checked against real git."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from loope.workspace.git import Git
+from loope.workspace.trees import TreeWriter
+from tests.conftest import Project, git
+
+
+def base_repo(project: Project) -> Git:
+    for i in range(30):
+        project.write(f"pkg/sub{i % 3}/m{i}.py", f"value = {i}\n")
+    project.write("docs/only.md", "the only file here\n")
+    project.write("run.sh", "#!/bin/sh\necho hi\n")
+    project.commit("tree")
+    return Git(project.path)
+
+
+def git_says(project: Project, paths: list[str]) -> str:
+    """The tree git writes after staging ``paths`` from disk into a copy of the index."""
+    index = project.path.parent / "scratch.index"
+    shutil.copyfile(project.path / ".git" / "index", index)
+    own = Git(project.path).with_env(GIT_INDEX_FILE=str(index))
+    own.update_index(paths)
+    return own.write_tree()
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    (root / rel).write_text(text)
+
+
+SCENARIOS: dict[str, Callable[[Path], list[str]]] = {
+    "a file changed": lambda r: (write(r, "pkg/sub0/m0.py", "value = -1\n"), ["pkg/sub0/m0.py"])[1],
+    "files added in new directories": lambda r: (
+        write(r, "new/deep/er/a.txt", "a\n"),
+        write(r, "new/b.txt", "b\n"),
+        write(r, "top.txt", "t\n"),
+        ["new/deep/er/a.txt", "new/b.txt", "top.txt"],
+    )[-1],
+    "the last file of a directory deleted": lambda r: ((r / "docs/only.md").unlink(), ["docs/only.md"])[1],
+    "a missing path that never was": lambda r: ["nowhere/at/all.txt", "pkg/never.py"],
+    "an executable bit set and one cleared": lambda r: (
+        os.chmod(r / "pkg/sub1/m1.py", 0o755),
+        os.chmod(r / "run.sh", 0o644),
+        ["pkg/sub1/m1.py", "run.sh"],
+    )[-1],
+    "names with spaces, unicode and a tab": lambda r: (
+        write(r, "with space/é ü.txt", "x\n"),
+        write(r, "tab\there.txt", "y\n"),
+        ["with space/é ü.txt", "tab\there.txt"],
+    )[-1],
+    "more files than one batch of hashes": lambda r: [
+        (write(r, f"bulk/{i % 7}/f{i}.txt", f"{i}\n"), f"bulk/{i % 7}/f{i}.txt")[1] for i in range(1300)
+    ],
+    "changes, additions and deletions in one directory": lambda r: (
+        write(r, "pkg/sub2/m2.py", "changed\n"),
+        (r / "pkg/sub2/m5.py").unlink(),
+        write(r, "pkg/sub2/added.py", "new\n"),
+        ["pkg/sub2/m2.py", "pkg/sub2/m5.py", "pkg/sub2/added.py"],
+    )[-1],
+    "everything deleted": lambda r: [
+        (p.unlink(), str(p.relative_to(r)))[1] for p in sorted(r.rglob("*")) if p.is_file() and ".git" not in p.parts
+    ],
+}
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_the_tree_made_from_the_changed_files_is_the_one_git_writes_from_its_index(project, scenario):
+    repo = base_repo(project)
+    base = repo.tree_of("HEAD")
+    paths = SCENARIOS[scenario](project.path)
+    writer = TreeWriter(repo)
+    assert writer.plain(repo.out("ls-files").splitlines())
+    try:
+        made = writer.tree_with(base, paths)
+    finally:
+        writer.close()
+    assert made == git_says(project, paths)
+    assert git(project.path, "cat-file", "-t", made).strip() == "tree"  # written to the object store
+
+
+def test_trees_made_one_after_another_build_on_each_other(project):
+    repo = base_repo(project)
+    writer = TreeWriter(repo)
+    assert writer.plain([])
+    tree, everything = repo.tree_of("HEAD"), set[str]()
+    try:
+        for step in range(6):
+            paths = [f"pkg/sub{step % 3}/m{step}.py", f"steps/{step}.txt"]
+            write(project.path, paths[0], f"step {step}\n")
+            write(project.path, paths[1], f"{step}\n")
+            if step == 4:
+                (project.path / "steps/1.txt").unlink()
+                paths.append("steps/1.txt")
+            everything.update(paths)
+            made = writer.tree_with(tree, paths)
+            assert made is not None
+            tree = made
+    finally:
+        writer.close()
+    assert tree == git_says(project, sorted(everything))
+
+
+IndexOnly = Callable[[Project], list[str]]
+
+
+def _link(project: Project) -> list[str]:
+    (project.path / "link").symlink_to("run.sh")
+    return ["link"]
+
+
+def _file_for_a_directory(project: Project) -> list[str]:
+    shutil.rmtree(project.path / "docs")
+    write(project.path, "docs", "now a file\n")
+    return ["docs/only.md", "docs"]
+
+
+def _directory_for_a_file(project: Project) -> list[str]:
+    (project.path / "run.sh").unlink()
+    write(project.path, "run.sh/inside.txt", "now a directory\n")
+    return ["run.sh", "run.sh/inside.txt"]
+
+
+def _quoted_name(project: Project) -> list[str]:
+    write(project.path, '"quoted".txt', "q\n")
+    return ['"quoted".txt']
+
+
+def _new_attributes(project: Project) -> list[str]:
+    write(project.path, "pkg/.gitattributes", "*.py text eol=crlf\n")
+    return ["pkg/.gitattributes"]
+
+
+def _fifo(project: Project) -> list[str]:
+    os.mkfifo(project.path / "pipe")
+    return ["pipe"]
+
+
+INDEX_ONLY: dict[str, IndexOnly] = {
+    "a symlink": _link,
+    "a file where a directory was": _file_for_a_directory,
+    "a directory where a file was": _directory_for_a_file,
+    "a name hash-object would unquote": _quoted_name,
+    "a .gitattributes written": _new_attributes,
+    "a fifo": _fifo,
+}
+
+
+@pytest.mark.parametrize("case", list(INDEX_ONLY))
+def test_what_only_the_index_can_tell_is_left_to_it(project, case):
+    repo = base_repo(project)
+    writer = TreeWriter(repo)
+    assert writer.plain([])
+    try:
+        assert writer.tree_with(repo.tree_of("HEAD"), INDEX_ONLY[case](project)) is None
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        ("config", "core.autocrlf", "input"),
+        ("config", "core.eol", "crlf"),
+        ("config", "core.filemode", "false"),
+        ("config", "core.ignorecase", "true"),
+        ("config", "core.attributesFile", "/dev/null"),
+        ("tracked", ".gitattributes", "* text=auto\n"),
+        ("info", "attributes", "* text=auto\n"),
+    ],
+    ids=lambda s: "-".join(s[:2]),
+)
+def test_a_repository_that_converts_what_it_stores_stages_through_the_index(project, setting):
+    where, name, value = setting
+    if where == "config":
+        project.git("config", name, value)
+    elif where == "tracked":
+        project.write(name, value)
+        project.commit("attributes")
+    else:
+        (project.path / ".git" / "info").mkdir(exist_ok=True)
+        (project.path / ".git" / "info" / name).write_text(value)
+    repo = Git(project.path)
+    writer = TreeWriter(repo)
+    try:
+        assert not writer.plain(repo.out("ls-files").splitlines())
+        project.write("calc.py", "changed\r\n")
+        assert writer.tree_with(repo.tree_of("HEAD"), ["calc.py"]) is None
+    finally:
+        writer.close()
+
+
+def test_a_batch_command_that_dies_leaves_the_step_to_the_index_and_is_started_again(project):
+    repo = base_repo(project)
+    writer = TreeWriter(repo)
+    assert writer.plain([])
+    try:
+        write(project.path, "a.txt", "a\n")
+        first = writer.tree_with(repo.tree_of("HEAD"), ["a.txt"])
+        assert first is not None
+        for batch in writer._batches.values():  # as if killed from outside
+            batch._proc.kill()
+            batch._proc.wait()
+        write(project.path, "b.txt", "b\n")
+        assert writer.tree_with(first, ["b.txt"]) is None
+        assert writer.tree_with(first, ["b.txt"]) == git_says(project, ["a.txt", "b.txt"])
+    finally:
+        writer.close()
