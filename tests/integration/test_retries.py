@@ -201,7 +201,7 @@ def test_stop_ends_a_wait_at_once_and_status_says_until_when(project, agent_scri
 
 def test_a_runner_killed_while_waiting_waits_again_when_resumed(project, agent_script, cli, tmp_path):
     counter = tmp_path / "calls"
-    impl = agent_script(flaky(counter, 1, limit_in(12)))  # far enough for a resume on a loaded machine
+    impl = agent_script(flaky(counter, 1, limit_in(20)))  # far enough for a resume on a loaded machine
     proc = _start(project, "fix add", "--implementer", impl, "--no-review", "--verify-cmd", GATE, "--retries", "0")
     try:
         run = _wait_for_waiting(project, proc)
@@ -213,6 +213,7 @@ def test_a_runner_killed_while_waiting_waits_again_when_resumed(project, agent_s
     assert gone(proc.pid)
     reset = parse_reset(run["waiting"]["reset_at"])
     assert reset is not None
+    resumed = time.time()
     result = cli("resume", run["run_id"], "--plain", cwd=project.path)
     assert result.exit_code == 0, result.out + result.err
     final = project.run_json()
@@ -221,7 +222,9 @@ def test_a_runner_killed_while_waiting_waits_again_when_resumed(project, agent_s
     first, second = calls(counter)
     assert first < reset <= second
     waits = [e for e in events_of(project.runs()[-1]) if e["type"] == "limit_wait"]
-    assert len(waits) == 2  # the first runner's, then the resumed runner's
+    # The first runner's wait, then the resumed runner's; a machine so loaded that the resume began after the
+    # reset time has nothing left to wait for.
+    assert len(waits) == (2 if resumed < reset else 1)
 
 
 def test_status_says_a_step_is_retrying_and_stop_ends_the_backoff(project, agent_script, cli, tmp_path):
