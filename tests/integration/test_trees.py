@@ -215,3 +215,21 @@ def test_a_batch_command_that_dies_leaves_the_step_to_the_index_and_is_started_a
         assert writer.tree_with(first, ["b.txt"]) == git_says(project, ["a.txt", "b.txt"])
     finally:
         writer.close()
+
+
+def test_a_work_tree_moved_away_and_made_anew_is_hashed_where_loope_looks(project):
+    repo = base_repo(project)
+    writer = TreeWriter(repo)
+    assert writer.plain([])
+    try:
+        write(project.path, "a.txt", "before the move\n")
+        first = writer.tree_with(repo.tree_of("HEAD"), ["a.txt"])
+        assert first is not None  # the batch commands run in the work tree's directory now
+        moved = project.path.parent / "moved"
+        project.path.rename(moved)
+        shutil.copytree(moved, project.path, symlinks=True)  # the same path, another directory
+        write(moved, "a.txt", "in the old directory\n")
+        write(project.path, "a.txt", "in the new one\n")
+        assert writer.tree_with(first, ["a.txt"]) == git_says(project, ["a.txt"])
+    finally:
+        writer.close()

@@ -95,6 +95,8 @@ class TreeWriter:
         self._trees: OrderedDict[str, _Entries] = OrderedDict()
         self._plain: bool | None = None
         self._failures = 0
+        self._top: tuple[int, int] | None = None
+        """The work tree the batch commands run in (device, inode): they read paths from there."""
 
     def plain(self, tracked: Iterable[str]) -> bool:
         """Whether git stores every file as it is here: no conversion configured, no ``.gitattributes`` tracked.
@@ -132,6 +134,7 @@ class TreeWriter:
             self._plain = False
             return None
         try:
+            self._same_top()
             changes = self._on_disk(paths)
             if changes is None:
                 return None
@@ -264,6 +267,14 @@ class TreeWriter:
         if len(self._trees) > _CACHED_TREES:
             self._trees.popitem(last=False)
         return entries
+
+    def _same_top(self) -> None:
+        """Start the batch commands again where the work tree's directory is another one than they run in
+        (moved away and made anew): a path is hashed from where loope looked at it."""
+        info = os.stat(self.git.work_tree)
+        if self._batches and self._top != (info.st_dev, info.st_ino):
+            self.close()
+        self._top = (info.st_dev, info.st_ino)
 
     def _batch(self, *args: str) -> _Batch:
         found = self._batches.get(args[0])
