@@ -45,7 +45,8 @@ def run(loope, project, tmp_path: Path, script: str, mode: str, *, iterations: i
     done = loope(*args, cwd=project.path, prefix=logging_git(tmp_path / f"shim-{mode}", log))
     assert done.returncode in (0, 1), done.stdout + done.stderr
     calls = [line.split() for line in log.read_text().splitlines()]
-    own = [c[1:] for c in calls if c and c[0].endswith("/workspace.index")]  # the git commands given loope's own index
+    # The git commands given loope's own index, and its comparisons of two trees (given none).
+    own = [c[1:] for c in calls if c and c[0].endswith(("/workspace.index", "/proc/self/loope-no-index"))]
     named = [" ".join(a for a in c if "=" not in a and a != "-c") for c in own]  # the command and its own flags
     return project.runs()[-1], named
 
@@ -77,8 +78,15 @@ def test_steps_make_their_trees_without_reading_the_index_and_the_agent_sees_eac
     # The first step stages through loope's index (the tree it holds is not known yet); no later one writes a
     # tree from it: their trees come from the batch commands, started once for the run.
     assert commands.count("write-tree") <= 1, commands
-    for batch in ("hash-object -w --stdin-paths", "cat-file --batch", "mktree -z --missing --batch"):
-        assert commands.count(batch) == 1, commands
+    compare = "diff-tree -r --no-ext-diff --no-textconv --no-renames -z --raw --numstat -p --binary --full-index"
+    # nor compares it with the last commit in a process of its own (the first step's and the run's whole diff do)
+    assert sum(c.startswith(compare) for c in commands) <= 2, commands
+    # Each step's commit is written by a batch command too (a worktree run's end replays them onto its branch).
+    assert not [c for c in commands if c.startswith("commit-tree") and not c.endswith(" -F -")], commands
+    batches = ("hash-object -w --stdin-paths", "cat-file --batch", "mktree -z --missing --batch", "diff-tree --stdin")
+    batches += ("hash-object -t commit -w --no-filters --stdin-paths",)
+    for batch in batches:
+        assert sum(c.startswith(batch) for c in commands) == 1, commands
     # Each step began with the agent's git seeing the last commit: nothing changed, nothing staged.
     assert step_lines(run_dir) == ["status: [] staged: []"] * 4
     record = json.loads((run_dir / "run.json").read_text())

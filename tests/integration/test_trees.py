@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from loope.workspace.git import Git
+from loope.workspace.git import Git, checked
 from loope.workspace.trees import TreeWriter
 from tests.conftest import Project, git
 
@@ -231,5 +232,74 @@ def test_a_work_tree_moved_away_and_made_anew_is_hashed_where_loope_looks(projec
         write(moved, "a.txt", "in the old directory\n")
         write(project.path, "a.txt", "in the new one\n")
         assert writer.tree_with(first, ["a.txt"]) == git_says(project, ["a.txt"])
+    finally:
+        writer.close()
+
+
+def test_the_kept_diff_tree_says_what_a_diff_tree_of_its_own_says(project):
+    repo = base_repo(project)
+    trees = [repo.tree_of("HEAD")]
+    binary = bytes(range(256)) * 4
+    project.path.joinpath("blob.bin").write_bytes(binary)
+    write(project.path, "no-newline.txt", "no newline at the end")
+    write(project.path, "pkg/sub0/m0.py", "value = 'changed'\n")
+    (project.path / "docs/only.md").unlink()
+    os.chmod(project.path / "run.sh", 0o755)
+    writer = TreeWriter(repo)
+    assert writer.plain([])
+    try:
+        paths = ["blob.bin", "no-newline.txt", "pkg/sub0/m0.py", "docs/only.md", "run.sh"]
+        made = writer.tree_with(trees[0], paths)
+        assert made is not None
+        trees.append(made)
+        write(project.path, "pkg/sub0/m0.py", "value = 'again'\n#loope-not-the-end\n")
+        made = writer.tree_with(made, ["pkg/sub0/m0.py"])
+        assert made is not None
+        trees.append(made)
+        for old, new in [(trees[0], trees[1]), (trees[1], trees[2]), (trees[2], trees[0]), (trees[1], trees[1])]:
+            kept, own = writer.compare(old, new), repo.compare(old, new)
+            assert kept is not None
+            assert (kept.changes, kept.patch) == (own.changes, own.patch)
+        assert {c.path for c in repo.compare(trees[0], trees[1]).changes} == set(paths)
+    finally:
+        writer.close()
+
+
+MESSAGES = ["one line", "subject\n\nbody\n\nLoope-Run: 0001\nLoope-Step: 3", "ends with a newline\n", "ünïcödé ✎"]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=range(len(MESSAGES)))
+def test_a_commit_the_kept_hash_object_writes_is_the_one_commit_tree_writes(project, message):
+    repo = Git(project.path)
+    writer = TreeWriter(repo)
+    tree, parent, env = repo.tree_of("HEAD"), repo.rev("HEAD") or "", repo.commit_env()
+    try:
+        for _ in range(5):  # both within one second, so that they carry the same time
+            second = int(time.time())
+            made = writer.commit(tree, parent, message, env)
+            theirs = checked("commit-tree", repo.commit_object(tree, parent, message).finish()).text.strip()
+            if int(time.time()) == second:
+                break
+        assert made == theirs
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [("env", "GIT_COMMITTER_DATE", "2001-01-01T00:00:00"), ("env", "GIT_AUTHOR_NAME", "trimmed. "),
+     ("config", "i18n.commitEncoding", "ISO-8859-1")],
+    ids=lambda s: s[1],
+)  # fmt: skip
+def test_a_commit_git_would_write_otherwise_is_left_to_commit_tree(project, setting):
+    where, name, value = setting
+    if where == "config":
+        project.git("config", name, value)
+    repo = Git(project.path)
+    env = {**repo.commit_env(), **({name: value} if where == "env" else {})}
+    writer = TreeWriter(repo)
+    try:
+        assert not writer.commits(env)
+        assert writer.commit(repo.tree_of("HEAD"), repo.rev("HEAD") or "", "message", env) is None
     finally:
         writer.close()

@@ -19,15 +19,14 @@ from typing import IO, TYPE_CHECKING
 
 from loope.errors import LoopeError
 from loope.proc import ProcResult, Started, run_process
-from loope.records.model import ChangeStatus, FileChange
 from loope.spawn import spawn_batch
+from loope.workspace.comparison import Comparison, comparison
 from loope.workspace.git_drivers import runs_no_driver
 from loope.workspace.refmove import move_head
 
 if TYPE_CHECKING:
     import subprocess
 
-_STATUS: dict[str, ChangeStatus] = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
 
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "loope",
@@ -56,7 +55,9 @@ _TREE_DIFF = ("-r", "--no-ext-diff", "--no-textconv", "--no-renames")  # never a
 # diff-tree reads the whole index though it compares two trees (1.6 MB at 20,000 files); a missing one
 # costs nothing. No one can create a file in /proc/self, so the path stays missing; attributes still
 # come from the work tree's .gitattributes.
-_NO_INDEX = {"GIT_INDEX_FILE": "/proc/self/loope-no-index"}
+NO_INDEX = {"GIT_INDEX_FILE": "/proc/self/loope-no-index"}
+COMPARE = ("diff-tree", *_TREE_DIFF, "-z", "--raw", "--numstat", "-p", "--binary", "--full-index")
+"""How ``Git.compare`` asks for the files changed and the patch (``trees.TreeWriter.compare`` too)."""
 # Per driver name: the settings that would run a program, each set to nothing.
 _DRIVER_PROGRAMS = {"filter": ("clean", "smudge", "process"), "diff": ("textconv",)}
 # Variables that could make git run something, or point it at another repository or config.
@@ -186,11 +187,10 @@ class Git:
         argv = safe_command(*args, drivers=self._driver_overrides(args))
         return Started(argv, cwd=self.work_tree, env=full_env, stdin=stdin)
 
-    def batch(self, *args: str, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
+    def batch(self, *args: str, stderr: IO[bytes], env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
         """A git batch command (``cat-file --batch``, ``mktree --batch``) started to answer many requests."""
-        return spawn_batch(
-            safe_command(*args, drivers=self._driver_overrides(args)), cwd=self.work_tree, env=self._env, stderr=stderr
-        )
+        argv = safe_command(*args, drivers=self._driver_overrides(args))
+        return spawn_batch(argv, cwd=self.work_tree, env={**self._env, **(env or {})}, stderr=stderr)
 
     def out(self, *args: str) -> str:
         return self.run(*args).text.strip()
@@ -233,7 +233,7 @@ class Git:
 
         One ``diff-tree --raw``: the modes and object ids come with the changes, no ``ls-tree`` needed.
         """
-        raw = self.run("diff-tree", *_TREE_DIFF, "--raw", "-z", old, new, env=_NO_INDEX).stdout or b""
+        raw = self.run("diff-tree", *_TREE_DIFF, "--raw", "-z", old, new, env=NO_INDEX).stdout or b""
         found: dict[str, tuple[TreeEntry | None, TreeEntry | None]] = {}
         fields = raw.split(b"\0")
         for meta, path in zip(fields[0::2], fields[1::2], strict=False):
@@ -245,9 +245,7 @@ class Git:
 
     def compare(self, old: str, new: str) -> Comparison:
         """The files changed from ``old`` to ``new`` (commits or trees) and the byte-exact patch, in one git call."""
-        args = ("diff-tree", *_TREE_DIFF, "-z", "--raw", "--numstat", "-p", "--binary", "--full-index")
-        changes, patch = _parse_changes(self.run(*args, old, new, env=_NO_INDEX).stdout or b"")
-        return Comparison(changes, patch)
+        return comparison(self.run(*COMPARE, old, new, env=NO_INDEX).stdout or b"")
 
     def update_index(self, paths: Sequence[str]) -> None:
         """Stage ``paths`` as they are on disk, whatever ignore rules say (a missing one leaves the index).
@@ -271,13 +269,21 @@ class Git:
         """The commit object of ``tree`` on top of ``parent``, under way (no ref moves): ``commit_tree`` takes it."""
         return self.start("commit-tree", tree, "-p", parent, "-m", message, env=self.author())
 
-    def commit_tree(self, tree: str, parent: str, message: str, *, started: Started | None = None) -> str:
+    def commit_env(self) -> dict[str, str]:
+        """The environment ``git commit-tree`` runs with: whose commit it is, and when."""
+        return {**self._env, **self.author()}
+
+    def commit_tree(
+        self, tree: str, parent: str, message: str, *, started: Started | None = None, made: str | None = None
+    ) -> str:
         """A commit of ``tree`` on top of ``parent``, and HEAD (its branch) moved there.
 
-        ``started``: its ``commit_object``, begun earlier by the caller (with these very arguments).
+        ``started``: its ``commit_object``, begun earlier by the caller (with these very arguments); ``made``:
+        the commit itself, written by the caller.
         """
-        made = (started or self.commit_object(tree, parent, message)).finish()
-        commit = checked("commit-tree", made).text.strip()
+        commit = (
+            made or checked("commit-tree", (started or self.commit_object(tree, parent, message)).finish()).text.strip()
+        )
         if self.git_dir is None or not move_head(self.git_dir, parent, commit, self._env):
             self.run("update-ref", "HEAD", commit)
         return commit
@@ -334,44 +340,6 @@ class Git:
         return found
 
 
-@dataclass(frozen=True)
-class Comparison:
-    """What changed between two trees: the files, and the patch ``git apply`` accepts (binary included)."""
-
-    changes: list[FileChange]
-    patch: bytes
-
-    @property
-    def text(self) -> str:
-        return self.patch.decode("utf-8", "replace")
-
-
-def _parse_changes(raw: bytes) -> tuple[list[FileChange], bytes]:
-    """``--raw --numstat -z`` records (and, with ``-p``, the patch after them) as changes and patch."""
-    statuses: dict[str, ChangeStatus] = {}
-    counts: dict[str, tuple[int | None, int | None]] = {}
-    pos, end = 0, len(raw)
-    while pos < end:
-        if raw[pos] == 0:  # a NUL between the records and the patch
-            pos += 1
-            break
-        stop = raw.find(b"\0", pos)
-        stop = end if stop < 0 else stop
-        token = raw[pos:stop].decode("utf-8", "surrogateescape")
-        pos = stop + 1
-        if token.startswith(":"):
-            path_end = raw.find(b"\0", pos)
-            path_end = end if path_end < 0 else path_end
-            path = raw[pos:path_end].decode("utf-8", "surrogateescape")
-            pos = path_end + 1
-            statuses[path] = _STATUS.get(token.split()[-1][:1], "modified")
-        elif token.count("\t") == 2:
-            added, removed, path = token.split("\t", 2)
-            counts[path] = (_count(added), _count(removed))
-    changes = [FileChange(path, status, *counts.get(path, (None, None))) for path, status in statuses.items()]
-    return changes, raw[pos:]
-
-
 def checked(command: str, result: ProcResult) -> ProcResult:
     """``result`` of ``git command``, or the error it failed with."""
     if not result.ok:
@@ -383,10 +351,6 @@ def checked(command: str, result: ProcResult) -> ProcResult:
 def _entry(mode: str, sha: str) -> TreeEntry | None:
     """A side of a raw diff record: None where the path does not exist (mode 000000)."""
     return None if mode == "000000" else TreeEntry(mode, sha)
-
-
-def _count(text: str) -> int | None:
-    return None if text == "-" else int(text)
 
 
 def toplevel(path: Path) -> Path | None:

@@ -34,7 +34,7 @@ def move_head(git_dir: Path, old: str, new: str, env: Mapping[str, str]) -> bool
     branch = head[len(b"ref: ") : -1].decode("utf-8", errors="surrogateescape")
     if "/." in branch or ".." in branch or branch.endswith(".lock") or "\\" in branch:
         return False  # not a name git would have written: let git judge it
-    ident = _identity(env)
+    ident = identity(env)
     if ident is None:
         return False
     line = f"{old} {new} {ident}\n".encode()
@@ -92,15 +92,16 @@ def _append(logs: tuple[Path, ...], line: bytes) -> bool:
             os.close(fd)
 
 
-def _identity(env: Mapping[str, str]) -> str | None:
-    """The committer git would write in a reflog line now, or None where only git can say."""
-    name, email = env.get("GIT_COMMITTER_NAME", ""), env.get("GIT_COMMITTER_EMAIL", "")
-    if "GIT_COMMITTER_DATE" in env or not name or not email:
+def identity(env: Mapping[str, str], role: str = "COMMITTER", now: int | None = None) -> str | None:
+    """The committer (or ``role``: the author) git would write now (or at ``now``) in a reflog line or a commit,
+    or None where only git can say."""
+    name, email = env.get(f"GIT_{role}_NAME", ""), env.get(f"GIT_{role}_EMAIL", "")
+    if f"GIT_{role}_DATE" in env or not name or not email:
         return None
     for part in (name, email):
         if part.strip(_CRUD) != part or any(c in part for c in "<>\n") or not part.isprintable():
             return None
-    now = int(time.time())
+    now = int(time.time()) if now is None else now
     offset = time.localtime(now).tm_gmtoff // 60
     sign = "-" if offset < 0 else "+"
     return f"{name} <{email}> {now} {sign}{abs(offset) // 60:02d}{abs(offset) % 60:02d}"

@@ -83,6 +83,16 @@ class Staging:
                 self.tree = None  # what the index holds is git's to say now
             checked("update-index", done)
 
+    def commits(self, git: Git) -> bool:
+        """Whether ``commit`` writes the commits (then no ``git commit-tree`` need be begun early)."""
+        return self.trees is not None and self.trees.commits(git.commit_env())
+
+    def commit(self, git: Git, tree: str, parent: str, message: str) -> str | None:
+        """The commit of ``tree`` on ``parent``, written by ``trees``; None: ``git commit-tree`` writes it."""
+        if self.trees is None or not self.commits(git):
+            return None
+        return self.trees.commit(tree, parent, message, git.commit_env())
+
     def committed(self, git: Git, split: SplitIndex | None, mirror: Path | None) -> None:
         """The staged tree was committed: settle the index now, or once it has caught up (``settle``)."""
         self._committed = True

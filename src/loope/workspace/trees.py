@@ -4,7 +4,8 @@ Staging into an index and writing its tree make git read the whole index twice a
 files, 1.6 MB each time, whatever the step changed). A tree can instead be made from the one
 before: hash the changed files, then write again only the trees on their way to the top. Three git
 batch commands kept for the run do it (``hash-object``, ``cat-file``, ``mktree``), so a step starts
-no process for it, and its cost is what it changed.
+no process for it, and its cost is what it changed; a fourth (``diff-tree``) compares it with the last
+commit, and a fifth (``hash-object -t commit``) writes its commit.
 
 It does the plain case only: regular files written or deleted, where no directory and file trade
 places and nothing can make git convert what it stores (line endings, attributes, a file system
@@ -15,15 +16,20 @@ the index as before, which is git's own answer in every case.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
+import secrets
 import stat
 import tempfile
+import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO
 
-from loope.workspace.git import Git, GitError
+from loope.workspace.comparison import Comparison, comparison
+from loope.workspace.git import COMPARE, NO_INDEX, Git, GitError
+from loope.workspace.refmove import identity
 
 _Entries = dict[bytes, tuple[bytes, bytes]]
 """A tree's entries: name -> (mode, object id in hex)."""
@@ -39,12 +45,12 @@ _FALSE = ("false", "no", "off", "0")
 class _Batch:
     """One git batch command: requests in, answers out, until it is closed."""
 
-    def __init__(self, git: Git, *args: str) -> None:
+    def __init__(self, git: Git, *args: str, env: dict[str, str] | None = None) -> None:
         self._name = args[0]
         self._err: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - kept open as long as the command runs
-        self._proc = git.batch(*args, stderr=self._err)
+        self._proc = git.batch(*args, stderr=self._err, env=env)
         assert self._proc.stdin is not None
-        assert self._proc.stdout is not None
+        assert isinstance(self._proc.stdout, io.BufferedReader)
         self._in, self._out = self._proc.stdin, self._proc.stdout
 
     def send(self, data: bytes) -> None:
@@ -59,6 +65,16 @@ class _Batch:
         if not answer.endswith(b"\n"):
             raise self._failed()
         return answer[:-1]
+
+    def until(self, end: bytes) -> bytes:
+        """What it prints up to and with ``end``."""
+        data = bytearray()
+        while not data.endswith(end):
+            chunk = self._out.read1(1 << 16)
+            if not chunk:
+                raise self._failed()
+            data += chunk
+        return bytes(data)
 
     def read(self, size: int) -> bytes:
         data = self._out.read(size)
@@ -91,12 +107,14 @@ class TreeWriter:
 
     def __init__(self, git: Git) -> None:
         self.git = git
-        self._batches: dict[str, _Batch] = {}
+        self._batches: dict[tuple[str, ...], _Batch] = {}
         self._trees: OrderedDict[str, _Entries] = OrderedDict()
         self._plain: bool | None = None
         self._failures = 0
         self._top: tuple[int, int] | None = None
         """The work tree the batch commands run in (device, inode): they read paths from there."""
+        self._configured: tuple[bool, bool] | None = None
+        """What the repository's config allows: trees made here (no conversion), commits (no other encoding)."""
 
     def plain(self, tracked: Iterable[str]) -> bool:
         """Whether git stores every file as it is here: no conversion configured, no ``.gitattributes`` tracked.
@@ -104,19 +122,28 @@ class TreeWriter:
         Asked of git once; a ``.gitattributes`` a step writes later ends it too (``tree_with``).
         """
         if self._plain is None:
-            self._plain = self._configured_plain() and not any(_attributes(p) for p in tracked)
+            self._plain = self._config()[0] and not any(_attributes(p) for p in tracked)
         return self._plain
 
-    def _configured_plain(self) -> bool:
-        pattern = r"^core\.(autocrlf|eol|attributesfile|ignorecase|precomposeunicode|filemode)$"
-        found = self.git.run("config", "-z", "--get-regexp", pattern, check=False).text
-        for record in filter(None, found.split("\0")):
-            key, _, value = record.partition("\n")
-            value = value.strip().lower()
-            if key.lower() == "core.filemode":
+    def _config(self) -> tuple[bool, bool]:
+        """(trees, commits): whether the config lets trees and commits be made here; asked of git once."""
+        if self._configured is None:
+            keys = r"core\.(autocrlf|eol|attributesfile|ignorecase|precomposeunicode|filemode)|i18n\.commitencoding"
+            found = self.git.run("config", "-z", "--get-regexp", f"^({keys})$", check=False).text
+            settings = [
+                (k.lower(), v.strip().lower()) for k, _, v in (r.partition("\n") for r in found.split("\0") if r)
+            ]
+            # Another encoding: commit-tree writes an encoding header.
+            commits = all(v in ("utf-8", "utf8") for k, v in settings if k == "i18n.commitencoding")
+            self._configured = (self._no_conversion(settings), commits)
+        return self._configured
+
+    def _no_conversion(self, settings: list[tuple[str, str]]) -> bool:
+        for key, value in settings:
+            if key == "core.filemode":
                 if value in _FALSE:
                     return False  # git keeps each file's old mode: only the index knows it
-            elif key.lower() in _CONVERTING and (key.lower() == "core.attributesfile" or value not in _FALSE):
+            elif key in _CONVERTING and (key == "core.attributesfile" or value not in _FALSE):
                 return False
         home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
         common = Path(self.git.out("rev-parse", "--path-format=absolute", "--git-common-dir"))
@@ -268,6 +295,67 @@ class TreeWriter:
             self._trees.popitem(last=False)
         return entries
 
+    def compare(self, old: str, new: str) -> Comparison | None:
+        """What ``Git.compare(old, new)`` says, from a ``diff-tree --stdin`` kept for the run; None where it cannot
+        say (a conversion may apply, see ``plain``).
+
+        Each request ends with a line diff-tree does not read as trees and prints back as it is: a random one,
+        that no file's patch can hold to end the answer early.
+        """
+        if self._plain is not True or self._failures > 2:
+            return None
+        end = b"#loope-%s\n" % secrets.token_hex(16).encode()
+        try:
+            self._same_top()
+            differ = self._batch(COMPARE[0], "--stdin", *COMPARE[1:], env=NO_INDEX)
+            differ.send(b"%s %s\n%s" % (old.encode(), new.encode(), end))
+            answer = differ.until(end)[: -len(end)]
+        except (GitError, OSError):
+            self._failures += 1
+            self.close()
+            return None
+        if not answer:
+            return Comparison([], b"")  # the same tree: nothing printed
+        header, _, raw = answer.partition(b"\n")
+        if header != b"%s %s" % (old.encode(), new.encode()):
+            self._failures += 1
+            self.close()
+            return None
+        return comparison(raw)
+
+    def commits(self, env: Mapping[str, str]) -> bool:
+        """Whether ``commit`` can write a commit with ``env``'s identity."""
+        return self._config()[1] and self._failures <= 2 and None not in (identity(env, "AUTHOR"), identity(env))
+
+    def commit(self, tree: str, parent: str, message: str, env: Mapping[str, str]) -> str | None:
+        """The commit ``git commit-tree TREE -p PARENT -m MESSAGE`` would write now with ``env``, written by a
+        ``hash-object -t commit`` kept for the run (which checks it as git checks a commit); None where only
+        commit-tree can say."""
+        now = int(time.time())
+        author, committer = identity(env, "AUTHOR", now), identity(env, "COMMITTER", now)
+        if not self.commits(env) or author is None or committer is None or "\0" in message:
+            return None
+        body = f"tree {tree}\nparent {parent}\nauthor {author}\ncommitter {committer}\n\n{message}"
+        try:
+            data = (body if body.endswith("\n") else body + "\n").encode("utf-8")
+            fd, name = tempfile.mkstemp(prefix="loope-commit-")
+        except (UnicodeError, OSError):
+            return None
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            self._same_top()
+            writer = self._batch("hash-object", "-t", "commit", "-w", "--no-filters", "--stdin-paths")
+            writer.send(os.fsencode(name) + b"\n")
+            return writer.line().decode()
+        except (GitError, OSError):
+            self._failures += 1
+            self.close()
+            return None
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+
     def _same_top(self) -> None:
         """Start the batch commands again where the work tree's directory is another one than they run in
         (moved away and made anew): a path is hashed from where loope looked at it."""
@@ -276,10 +364,10 @@ class TreeWriter:
             self.close()
         self._top = (info.st_dev, info.st_ino)
 
-    def _batch(self, *args: str) -> _Batch:
-        found = self._batches.get(args[0])
+    def _batch(self, *args: str, env: dict[str, str] | None = None) -> _Batch:
+        found = self._batches.get(args)
         if found is None:
-            found = self._batches[args[0]] = _Batch(self.git, *args)
+            found = self._batches[args] = _Batch(self.git, *args, env=env)
         return found
 
     def close(self) -> None:

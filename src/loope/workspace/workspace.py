@@ -21,9 +21,10 @@ from loope.records.model import FileChange
 from loope.workspace import overlay, safefs
 from loope.workspace.branch import claim_branch, drop_branch, snapshot
 from loope.workspace.changes import ChangeFeed, ChangeTracker
+from loope.workspace.comparison import Comparison
 from loope.workspace.copying import copy_entry, visible_files
 from loope.workspace.early import EarlyCommit
-from loope.workspace.git import Comparison, Git, safe_command, safe_env, toplevel
+from loope.workspace.git import Git, safe_command, safe_env, toplevel
 from loope.workspace.ignores import FrozenIgnores, collect
 from loope.workspace.loopedir import LOOPE_DIR as LOOPE_DIR  # noqa: PLC0414 - re-exported for older importers
 from loope.workspace.loopedir import ensure_loope_dir as ensure_loope_dir  # noqa: PLC0414 - re-exported likewise
@@ -275,12 +276,17 @@ class Workspace:
             return []
         self.clean = False
         if self._pending is None or self._pending[0] != tree:
-            if tree != self.head_tree():
+            if tree != self.head_tree() and not self.staging.commits(self.git):
                 self.early.start(self.git, tree, self.head)
-            same = tree == self.head_tree()
-            self._pending = (tree, Comparison([], b"") if same else self.git.compare(self.head_tree(), tree))
+            self._pending = (tree, self._compare_trees(self.head_tree(), tree))
         self.staging.begin(self.git)  # not before: the comparison waited for is the step's, the index is the next one's
         return self._pending[1].changes
+
+    def _compare_trees(self, old: str, new: str) -> Comparison:
+        if old == new:
+            return Comparison([], b"")
+        trees = self.staging.trees
+        return (trees.compare(old, new) if trees is not None else None) or self.git.compare(old, new)
 
     def commit(self, message: str, staged: list[FileChange] | None = None) -> list[FileChange]:
         """Commit what changed since ``head``; the changed files (empty when nothing changed).
@@ -295,7 +301,8 @@ class Workspace:
             return []
         tree, comparison = self._pending
         old = self.head
-        self.head = self.git.commit_tree(tree, old, message, started=self.early.take(tree, old, message))
+        made = self.staging.commit(self.git, tree, old, message)
+        self.head = self.git.commit_tree(tree, old, message, started=self.early.take(tree, old, message), made=made)
         self._head_tree = tree
         self._compared[(old, self.head)] = comparison
         self._settled()
