@@ -2,7 +2,7 @@
 
 ``Staging.stage`` asks the change tracker what changed and gives the tree of the work tree as it is
 now. Where ``trees.TreeWriter`` can make it (the common case), no git command of the step reads the
-whole index: loope's index takes the same paths in the background (``begin``), and ``wait`` is
+whole index: loope's index takes the same paths in the background, and ``wait`` is
 called before anything else reads or writes it. Anything else stages into the index and writes
 its tree, as git itself would.
 """
@@ -31,8 +31,8 @@ class Staging:
         """Makes a step's tree from the changed files alone, while the workspace is watched."""
         self.tree: str | None = None
         """The tree loope's index holds (once ``wait`` returns); None: unknown since git last changed the index."""
-        self._sync: Started | bytes | None = None
-        """The paths the index has yet to take in: until ``begin``, then their ``update-index`` under way."""
+        self._sync: Started | None = None
+        """The ``update-index`` of the paths of the last tree ``trees`` made, under way."""
         self._committed = False
         """A commit was made whose index is yet to be folded back and copied for the agent (``settle``)."""
 
@@ -65,19 +65,13 @@ class Staging:
             return None
         tree = writer.tree_with(base, paths)
         if tree is not None:
-            self._sync = data
+            self._sync = git.start(*_UPDATE, stdin=data)  # at once: it runs beside all the step has left to do
         return tree
-
-    def begin(self, git: Git) -> None:
-        """Start loope's index taking in the paths of the last tree ``trees`` made (if it has not yet)."""
-        if isinstance(self._sync, bytes):
-            self._sync = git.start(*_UPDATE, stdin=self._sync)
 
     def wait(self, git: Git) -> None:
         """Return once loope's index holds ``tree`` (a GitError if its ``update-index`` failed)."""
-        self.begin(git)
         under_way, self._sync = self._sync, None
-        if isinstance(under_way, Started):
+        if under_way is not None:
             done = under_way.finish()
             if not done.ok:
                 self.tree = None  # what the index holds is git's to say now

@@ -279,7 +279,6 @@ class Workspace:
             if tree != self.head_tree() and not self.staging.commits(self.git):
                 self.early.start(self.git, tree, self.head)
             self._pending = (tree, self._compare_trees(self.head_tree(), tree))
-        self.staging.begin(self.git)  # not before: the comparison waited for is the step's, the index is the next one's
         return self._pending[1].changes
 
     def _compare_trees(self, old: str, new: str) -> Comparison:
