@@ -40,10 +40,9 @@ def open_store(workdir: Path) -> Any:
 
 def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     """What ``status`` reports about one run: the record, the runner, the state file."""
-    # The run view's classes and the state file's parser load here: `loope status` with no run
+    # The state file's parser loads here, the run view's classes below: `loope status` with no run
     # running needs neither.
     from loope.records import state_file
-    from loope.records.runview import activity, read_view, selection_summary
 
     rundir = RunDir(workdir / RUNS / run_id)
     record = rundir.read_json("run.json")
@@ -55,7 +54,13 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
     spec = _optional_json(rundir / "spec.json")
     totals = _object(record.get("totals"))
     status = "running" if alive else effective_status(record, rundir.root)
-    view, _ = read_view(rundir / "events.jsonl")
+    activity = selection = None
+    if status == "running" or record.get("rounds"):  # what it is doing; the last race (run.json has its rounds)
+        from loope.records import runview
+
+        view, _ = runview.read_view(rundir / "events.jsonl")
+        activity = runview.activity(view) if status == "running" else None
+        selection = runview.selection_summary(view.selection) if view.selection else None
     return {
         "loop": {
             "id": run_id,
@@ -81,8 +86,8 @@ def run_status(workdir: Path, run_id: str) -> dict[str, Any]:
             "run_dir": str(rundir.root),
             "state_file": str(state_path) if state_path is not None else None,
         },
-        "activity": activity(view) if status == "running" else None,
-        "selection": selection_summary(view.selection) if view.selection else None,
+        "activity": activity,
+        "selection": selection,
         "frontmatter": state.frontmatter if state else {},
         "state_problem": state.problem if state else "run.json names no workspace, so no state file",
         "state_notes": state.notes if state and state.status == "blocked" else None,

@@ -51,12 +51,14 @@ SAYS = {
 # What a command may still need: the store's database; what the adapters are (their catalog, not their
 # code: no agent CLI is installed here, so there is no version to ask); doctor checks the sandbox and
 # the overlay file system by running programs. A project with no settings has no spec to build.
-# And what a command imports no more than that: with no run running, status reads no run's events
-# (it asks the store which runs are running: see below for a project without one);
+# And what a command imports no more than that: with no run running, status reads no run's events (it
+# asks the store which runs are running: see below for a project without one), nor with one that
+# finished (unless it raced candidates: its last selection is read from them);
 # --help asks the terminal its width without shutil (which loads bz2, lzma and zlib); adapters
 # reads no JSON and writes none without --json.
 ALSO_NOT = {
     "status of every running run": {"loope.records.runview", "loope.records.state_file"},
+    "status": {"loope.records.runview"},  # a finished run that raced no candidates: nothing its events add
     "help": {"shutil"},
     "adapters": {"json"},
 }

@@ -1,8 +1,10 @@
-"""Modules deferred by the CLI (inspect, ipaddress, ntpath, fnmatch): the same module, loaded by first use."""
+"""Modules deferred by the CLI (inspect, ipaddress, ntpath, fnmatch, and locale by gettext): the same module,
+loaded by first use."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -144,3 +146,33 @@ def test_urllib_parse_is_deferred_until_a_path_becomes_a_uri() -> None:
     done = subprocess.run([sys.executable, "-c", URLLIB], capture_output=True, text=True, check=True)
     seen = json.loads(done.stdout)
     assert seen == ["_Deferred", True, "file:///a%20b/%C3%BC", "file:///c%25d", "a%20b", "h", "module"]
+
+
+# A catalog with no messages, as msgfmt writes one (magic, revision, 0 strings, both tables at 28).
+EMPTY_MO = "b'\\xde\\x12\\x04\\x95' + bytes(4) + bytes(4) + (28).to_bytes(4, 'little') * 2 + bytes(8)"
+GETTEXT = f"""
+import gettext, json, os, sys, tempfile
+import loope.cli
+gone = tempfile.mkdtemp() + "/no-such-dir"
+said = gettext.gettext("Show the version and exit.")  # click's first string
+answers = [gettext.find("messages", gone, ["de"]), gettext.find("messages", gone, ["de"], all=True)]
+no_locale = "locale" not in sys.modules
+here = tempfile.mkdtemp()
+os.makedirs(here + "/de/LC_MESSAGES")
+with open(here + "/de/LC_MESSAGES/app.mo", "wb") as mo:
+    mo.write({EMPTY_MO})
+found = gettext.find("app", here, ["de_DE.UTF-8"], all=True)
+translated = type(gettext.translation("app", here, ["de"])).__name__
+print(json.dumps([said, answers, no_locale, [f[len(here):] for f in found], translated, "locale" in sys.modules]))
+"""
+
+
+def test_gettext_looks_for_no_catalog_where_its_directory_does_not_exist_and_finds_one_where_it_does() -> None:
+    done = subprocess.run([sys.executable, "-c", GETTEXT], capture_output=True, text=True, check=True)
+    said, answers, no_locale, found, translated, locale_loaded = json.loads(done.stdout)
+    assert (said, answers) == ("Show the version and exit.", [None, []])
+    import gettext
+
+    if not os.path.isdir(gettext._default_localedir):  # type: ignore[attr-defined]  # where click's strings look
+        assert no_locale  # nothing but the answer: no locale module, no look on disk
+    assert (found, translated, locale_loaded) == (["/de/LC_MESSAGES/app.mo"], "GNUTranslations", True)

@@ -8,6 +8,10 @@
 - ``urllib.parse``: ``pathlib`` imports it for ``quote_from_bytes``, which only ``as_uri`` calls.
 - ``ipaddress``: ``urllib.parse`` imports it to check an IPv6 host in a URL.
 - ``ntpath`` and ``fnmatch``: ``pathlib`` imports them for Windows paths and for glob patterns.
+- ``locale``: click passes each of its own strings through ``gettext``, which imports ``locale`` (a
+  table of a thousand locale names, and a pattern) to spell the user's language every way a catalog
+  could be named, then looks for one in its locale directory, every time. Where that directory does
+  not exist no catalog can be found, whatever the language: ``gettext.find`` says so at once.
 
 Each is put in ``sys.modules`` unexecuted before anything imports it: its own code runs into it the
 first time anything is asked of it (the way ``importlib.util.LazyLoader`` does it, which would cost a
@@ -17,6 +21,7 @@ anywhere gets it.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import types
@@ -68,6 +73,28 @@ def _quote_from_bytes(bs: bytes, safe: str = "/") -> str:
     return urllib.parse.quote_from_bytes(bs, safe)
 
 
+def _no_catalogs_without_a_directory() -> None:
+    """``gettext.find`` answering at once where the directory it would look in does not exist."""
+    import gettext
+
+    default = getattr(gettext, "_default_localedir", None)
+    if default is None:
+        return  # another gettext: left as it is
+    find = gettext.find
+
+    def find_where_there_is_a_directory(
+        domain: str,
+        localedir: str | None = None,
+        languages: Any = None,
+        all: bool = False,
+    ) -> Any:
+        if not os.path.isdir(localedir or default):
+            return [] if all else None
+        return find(domain, localedir, languages, all)
+
+    gettext.find = find_where_there_is_a_directory  # type: ignore[assignment]  # the same calls, one answer sooner
+
+
 class _UUIDStandIn:
     """What ``uuid.UUID`` is while click imports: there it is only a type argument (``ParamType[uuid.UUID]``)."""
 
@@ -82,6 +109,7 @@ def defer_unused() -> None:
         parse.__dict__["quote_from_bytes"] = _quote_from_bytes
     for name in ("ipaddress", "ntpath", "fnmatch"):
         defer(name)
+    _no_catalogs_without_a_directory()
     uuid = defer("uuid")
     if uuid is None:
         return

@@ -80,7 +80,8 @@ class Store:
         try:
             if fresh:
                 conn.row_factory = sqlite3.Row
-                conn.execute("PRAGMA journal_mode=WAL")
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # kept by the file once set
+                    conn.execute("PRAGMA journal_mode=WAL")
                 # No fsync per write: the store indexes runs whose truth is run.json; WAL keeps it consistent.
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute("PRAGMA foreign_keys=ON")
