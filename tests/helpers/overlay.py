@@ -4,6 +4,7 @@ namespace, which the test process must not), with the probe's cache in the test'
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,17 @@ def loope(tmp_path: Path):  # type: ignore[no-untyped-def]
         return subprocess.run([*prefix, *LOOPE, *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
 
     return invoke
+
+
+def logging_git(where: Path, log: Path, *, index: bool = False) -> tuple[str, ...]:
+    """A ``PATH`` whose ``git`` logs its arguments (after the index it is given, with ``index``), then runs the
+    real git: a prefix for the ``loope`` fixture."""
+    where.mkdir(parents=True)
+    shim = where / "git"
+    said = "${GIT_INDEX_FILE:--} $*" if index else "$*"
+    shim.write_text(f'#!/bin/sh\necho "{said}" >> {log}\nexec {shutil.which("git")} "$@"\n')
+    shim.chmod(0o755)
+    return ("env", f"PATH={where}:{os.environ['PATH']}")
 
 
 def run_args(implementer: str, *extra: str) -> list[str]:

@@ -15,7 +15,7 @@ import pytest
 from loope.workspace.loopedir import ensure_loope_dir
 from loope.workspace.snapshots import Store
 from tests.helpers.attacks import shell_implementer
-from tests.helpers.overlay import loope
+from tests.helpers.overlay import logging_git, loope
 
 __all__ = ["loope"]  # fixtures
 
@@ -27,15 +27,6 @@ echo "# more" >> calc.py
 echo new > new.txt
 rm .gitignore
 """
-
-
-def logging_git(where: Path, log: Path) -> tuple[str, ...]:
-    """A ``PATH`` whose ``git`` logs its arguments, then runs the real git: a prefix for the ``loope`` fixture."""
-    where.mkdir(parents=True)
-    shim = where / "git"
-    shim.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {shutil.which("git")} "$@"\n')
-    shim.chmod(0o755)
-    return ("env", f"PATH={where}:{os.environ['PATH']}")
 
 
 def overlay_run(loope, project, tmp_path: Path, prefix: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]

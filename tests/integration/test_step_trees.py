@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 from loope.workspace.loopedir import workspace_tree
 from tests.helpers.attacks import shell_implementer
-from tests.helpers.overlay import loope
+from tests.helpers.overlay import logging_git, loope
 
 __all__ = ["loope"]  # fixtures
 
@@ -28,21 +27,12 @@ echo done
 """
 
 
-def logging_git(where: Path, log: Path) -> tuple[str, ...]:
-    """A ``PATH`` whose ``git`` logs the index it is given and its arguments, then runs the real git."""
-    where.mkdir(parents=True)
-    shim = where / "git"
-    shim.write_text(f'#!/bin/sh\necho "${{GIT_INDEX_FILE:--}} $*" >> {log}\nexec {shutil.which("git")} "$@"\n')
-    shim.chmod(0o755)
-    return ("env", f"PATH={where}:{os.environ['PATH']}")
-
-
 def run(loope, project, tmp_path: Path, script: str, mode: str, *, iterations: int):  # type: ignore[no-untyped-def]
     log = tmp_path / f"git-{mode}.log"
     implementer = shell_implementer(tmp_path / "agents", script)
     args = ["run", "edit", "--implementer", implementer, "--no-review", "--workspace", mode, "--keep-workspace"]
     args += ["--max-iters", str(iterations), "--stall-after", str(iterations + 1), "--plain"]
-    done = loope(*args, cwd=project.path, prefix=logging_git(tmp_path / f"shim-{mode}", log))
+    done = loope(*args, cwd=project.path, prefix=logging_git(tmp_path / f"shim-{mode}", log, index=True))
     assert done.returncode in (0, 1), done.stdout + done.stderr
     calls = [line.split() for line in log.read_text().splitlines()]
     # The git commands given loope's own index, and its comparisons of two trees (given none).
