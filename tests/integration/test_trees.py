@@ -303,3 +303,25 @@ def test_a_commit_git_would_write_otherwise_is_left_to_commit_tree(project, sett
         assert writer.commit(repo.tree_of("HEAD"), repo.rev("HEAD") or "", "message", env) is None
     finally:
         writer.close()
+
+
+def test_the_trees_kept_in_memory_stay_bounded_however_many_steps_change_a_large_directory(project):
+    from loope.workspace import trees
+
+    for i in range(400):
+        project.write(f"wide/f{i}.txt", f"{i}\n")
+    project.commit("a wide directory")
+    repo = Git(project.path)
+    writer = TreeWriter(repo)
+    assert writer.plain([])
+    tree = repo.tree_of("HEAD")
+    try:
+        for step in range(3 * trees._CACHED_ENTRIES // 400):
+            write(project.path, "wide/f0.txt", f"step {step}\n")
+            made = writer.tree_with(tree, ["wide/f0.txt"])
+            assert made is not None
+            tree = made
+            assert writer._entries == sum(len(e) for e in writer._trees.values()) <= trees._CACHED_ENTRIES
+        assert tree == git_says(project, ["wide/f0.txt"])
+    finally:
+        writer.close()

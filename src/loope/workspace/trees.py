@@ -37,7 +37,8 @@ _Entries = dict[bytes, tuple[bytes, bytes]]
 _TREE, _GITLINK = b"40000", b"160000"
 _HASH_CHUNK = 512
 """Paths sent to ``hash-object`` before its answers are read: theirs (41 bytes each) stay well within a pipe."""
-_CACHED_TREES = 256
+_CACHED_ENTRIES = 50_000
+"""Tree entries kept in memory at most (the trees a step read or wrote, the least recently used let go first)."""
 _CONVERTING = ("core.autocrlf", "core.eol", "core.attributesfile", "core.ignorecase", "core.precomposeunicode")
 _FALSE = ("false", "no", "off", "0")
 
@@ -109,6 +110,8 @@ class TreeWriter:
         self.git = git
         self._batches: dict[tuple[str, ...], _Batch] = {}
         self._trees: OrderedDict[str, _Entries] = OrderedDict()
+        self._entries = 0
+        """How many entries ``_trees`` holds."""
         self._plain: bool | None = None
         self._failures = 0
         self._top: tuple[int, int] | None = None
@@ -290,9 +293,11 @@ class TreeWriter:
         return sha
 
     def _keep(self, sha: str, entries: _Entries) -> _Entries:
+        if sha not in self._trees:
+            self._entries += len(entries)
         self._trees[sha] = entries
-        if len(self._trees) > _CACHED_TREES:
-            self._trees.popitem(last=False)
+        while self._entries > _CACHED_ENTRIES and len(self._trees) > 1:
+            self._entries -= len(self._trees.popitem(last=False)[1])
         return entries
 
     def compare(self, old: str, new: str) -> Comparison | None:
