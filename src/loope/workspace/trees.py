@@ -185,7 +185,7 @@ class TreeWriter:
                 return None  # hash-object reads one path a line and unquotes a quoted one
             try:
                 info = os.lstat(top / path)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # gone (a directory on its way may be a file now)
                 changes[name] = None
                 continue
             if not stat.S_ISREG(info.st_mode):
