@@ -79,3 +79,47 @@ def test_a_push_the_remote_refuses_is_one_clear_error(tmp_path):
     repo, rundir, _ = a_run(tmp_path)
     with pytest.raises(LoopeError, match="cannot push the run to"):
         transport.push(repo, rundir, str(tmp_path / "nowhere.git"), transport.records_ref("k", 1, 1), "k")
+
+
+def test_records_brought_home_replace_run_json_last_and_whole_still_marked_as_on_temporal(tmp_path):
+    import threading
+
+    from loope.fleet.temporal.submit import bring_home
+
+    repo, rundir, remote = a_run(tmp_path)
+    record = json.loads((rundir / "run.json").read_text())
+    head = repo.out("rev-parse", "HEAD")
+    workspace = {**record["workspace"], "mode": "worktree", "branch": "loope/0001-x", "base": head, "head": head}
+    segment = {**record, "goal": "x", "workspace": workspace, "status": "max_iters", "iterations": 1}
+    segment["workdir"] = str(repo.work_tree)
+    (rundir / "run.json").write_text(json.dumps(segment))  # what a worker's segment says: it ended
+    (rundir / "spec.json").write_text(json.dumps({"workdir": str(repo.work_tree)}))
+    (rundir / "ledger.jsonl").write_text('{"iteration": 1}\n')
+    snapshot = transport.push(repo, rundir, str(remote), transport.records_ref("k", 1, 1), "k")
+    here = {**segment, "status": "running", "temporal": {"workflow_id": "k"}}  # the coordinator's own record
+    (rundir / "run.json").write_text(json.dumps(here))
+    (rundir / "ledger.jsonl").unlink()
+
+    seen: list[object] = []
+    done = threading.Event()
+
+    def look() -> None:  # every read of run.json while the records come home
+        while not done.is_set():
+            try:
+                now = json.loads((rundir / "run.json").read_text())
+                seen.append((now.get("status"), "temporal" in now))
+            except (OSError, ValueError) as exc:
+                seen.append(type(exc).__name__)
+
+    watcher = threading.Thread(target=look)
+    watcher.start()
+    try:
+        bring_home(rundir, str(remote), transport.records_ref("k", 1, 1))
+    finally:
+        done.set()
+        watcher.join()
+    assert seen
+    assert set(seen) == {("running", True)}  # never missing, never the segment's own end, never unmarked
+    assert (rundir / "ledger.jsonl").read_text() == '{"iteration": 1}\n'  # the other records did come home
+    assert json.loads((rundir / "run.json").read_text())["iterations"] == 1
+    assert snapshot.commit

@@ -165,21 +165,24 @@ def fetch(repo: Git, remote: str, ref: str) -> str:
     return repo.out("rev-parse", f"{ref}^{{commit}}")
 
 
-def unpack(repo: Git, commit: str, rundir: Path) -> None:
-    """Write the records of ``commit`` into ``rundir`` (its other files are left as they are)."""
+def unpack(repo: Git, commit: str, rundir: Path, *, but: tuple[str, ...] = ()) -> None:
+    """Write the records of ``commit`` into ``rundir``, but those named ``but`` (its other files are left as
+    they are)."""
     index = rundir.parent / f".{rundir.name}.travel-index"
     env = {"GIT_INDEX_FILE": str(index)}
     try:
         repo.run("read-tree", f"{commit}^{{tree}}", env=env)
+        if but:
+            repo.run("update-index", "--force-remove", "--", *but, env=env)
         repo.run("checkout-index", "-a", "-f", f"--prefix={rundir}/", env=env)
     finally:
         index.unlink(missing_ok=True)
 
 
-def clear_records(rundir: Path) -> None:
-    """Remove the run dir's records, keeping its workspace (before newer ones are unpacked)."""
+def clear_records(rundir: Path, *, keep: tuple[str, ...] = ()) -> None:
+    """Remove the run dir's records, keeping its workspace and ``keep`` (before newer ones are unpacked)."""
     for entry in rundir.iterdir():
-        if entry.name in _SKIP:
+        if entry.name in _SKIP or entry.name in keep:
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
@@ -198,9 +201,14 @@ def place_state(rundir: Path, workspace: Path) -> None:
     shutil.rmtree(rundir / ".travel", ignore_errors=True)
 
 
-def relocate(rundir: Path, *, workdir: Path, workspace: Path, git_dir: Path | None, **fields: Any) -> None:
-    """Point the run's records at this machine's paths (and set ``fields`` of run.json)."""
-    record = json.loads((rundir / "run.json").read_text(encoding="utf-8"))
+def relocate(
+    rundir: Path, *, workdir: Path, workspace: Path, git_dir: Path | None, record: dict[str, Any] | None = None,
+    **fields: Any,
+) -> None:  # fmt: skip
+    """Point the run's records at this machine's paths (and set ``fields`` of run.json); ``record``: the run.json
+    to write, where it is not in ``rundir`` yet."""
+    if record is None:
+        record = json.loads((rundir / "run.json").read_text(encoding="utf-8"))
     record["workdir"] = str(workdir)
     record["workspace"]["path"] = str(workspace)
     record["workspace"]["git_dir"] = str(git_dir) if git_dir else None

@@ -197,12 +197,19 @@ def bring_home(rundir: Path, remote: str, ref: str) -> None:
     repo, _ = transport.repo_of(workdir)
     commit = transport.fetch(repo, remote, ref)
     head = repo.out("rev-parse", f"{commit}^1")
-    transport.clear_records(rundir)
-    transport.unpack(repo, commit, rundir)
+    # run.json is replaced last and whole, still saying the loop runs on Temporal: a coordinator killed meanwhile
+    # leaves a run that `resume` refuses to run beside its workflow.
+    arrived = json.loads(repo.run("cat-file", "blob", f"{commit}:run.json").stdout or b"{}")
+    marked = {key: record[key] for key in ("temporal",) if key in record}
+    transport.clear_records(rundir, keep=("run.json",))
+    transport.unpack(repo, commit, rundir, but=("run.json",))
     Git(rundir / "workspace").run("reset", "--hard", "-q", head)
     transport.place_state(rundir, workspace)
     git_dir = Path(here["git_dir"]) if here.get("git_dir") else None
-    transport.relocate(rundir, workdir=workdir, workspace=workspace, git_dir=git_dir)
+    running = {"status": "running", "stop_reason": None, "stop_detail": None} if marked else {}  # until concluded
+    transport.relocate(
+        rundir, workdir=workdir, workspace=workspace, git_dir=git_dir, record=arrived, **marked, **running
+    )
     _publish(rundir)
 
 
