@@ -103,6 +103,7 @@ class TemporalCoordinator(Coordinator):
         }
         spec = spec.model_copy(update=update)
         key = workflow_key(self.project, self.fleet_id, task.name)
+        run_id = None
         try:
             run_id, sub, ref, self._locks[task.name] = _prepare(spec, settings.remote, key)
             order = LoopOrder(
@@ -122,7 +123,9 @@ class TemporalCoordinator(Coordinator):
             self.store.update_fleet_task(self.fleet_id, task.name, run_id=run_id, status="running")
             self._bridge.start(order, settings.task_queue)
         except LoopeError as exc:
-            if task.name in self._locks:  # prepared, but no workflow runs it
+            if run_id is not None:  # prepared, but no workflow runs it: a local run again (`resume` may take it)
+                _mark(Path(spec.workdir) / RUNS / run_id, None)
+            if task.name in self._locks:
                 self._locks.pop(task.name).release()
             # No workflow runs the prepared run: the task names none.
             self.store.update_fleet_task(self.fleet_id, task.name, run_id=None, status="failed", error=exc.message)
@@ -186,7 +189,19 @@ def _prepare(spec: Any, remote: str, key: str) -> tuple[str, str, str, RunnerLoc
     except LoopeError:
         engine.lock.release()
         raise
+    _mark(run.rundir.root, key)  # before its workflow starts: from then on `resume` must not run it here
     return run.rundir.run_id, sub, ref, engine.lock
+
+
+def _mark(rundir: Path, key: str | None) -> None:
+    """Say in the local run.json that workflow ``key`` runs the loop (``conclude`` keeps it so); None: none does."""
+    path = rundir / "run.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if key is None:
+        record.pop("temporal", None)
+    else:
+        record["temporal"] = {"workflow_id": key, "retried": 0, "lost_cost_usd": 0.0, "workers": []}
+    write_text(path, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
 
 
 def bring_home(rundir: Path, remote: str, ref: str) -> None:
