@@ -68,6 +68,11 @@ class Staging:
             self._sync = git.start(*_UPDATE, stdin=data)  # at once: it runs beside all the step has left to do
         return tree
 
+    def forget(self, git: Git) -> None:
+        """Git is about to change loope's index itself (a restore, a reset): what tree it holds is git's to say."""
+        self.wait(git)
+        self.tree = None
+
     def wait(self, git: Git) -> None:
         """Return once loope's index holds ``tree`` (a GitError if its ``update-index`` failed)."""
         under_way, self._sync = self._sync, None
@@ -83,9 +88,7 @@ class Staging:
 
     def commit(self, git: Git, tree: str, parent: str, message: str) -> str | None:
         """The commit of ``tree`` on ``parent``, written by ``trees``; None: ``git commit-tree`` writes it."""
-        if self.trees is None or not self.commits(git):
-            return None
-        return self.trees.commit(tree, parent, message, git.commit_env())
+        return None if self.trees is None else self.trees.commit(tree, parent, message, git.commit_env())
 
     def committed(self, git: Git, split: SplitIndex | None, mirror: Path | None) -> None:
         """The staged tree was committed: settle the index now, or once it has caught up (``settle``)."""

@@ -318,9 +318,9 @@ class Workspace:
         if not paths:
             return
         self.sync_index()
+        self.staging.forget(self.git)
         self.clean = False
         self._pending = None
-        self.staging.tree = None
         existing = set(self.git.entries(self.head, paths))
         tracked = [p for p in paths if p in existing]
         for rel in paths:
@@ -334,8 +334,8 @@ class Workspace:
     def reset(self, commit: str) -> None:
         """Discard everything after ``commit``, whatever state the tree is in (a full reset)."""
         self.sync_index()
+        self.staging.forget(self.git)
         tracker = self._changes()
-        self.staging.tree = None
         self.git.reset_hard(commit, keep=tracker.ignores.path if tracker.ignores else None)
         tracker.forget_index()
         if tracker.feed is not None:
@@ -345,7 +345,7 @@ class Workspace:
     def revert_to(self, commit: str) -> None:
         """Go back to ``commit`` from a clean ``head``, touching only the files that differ between them."""
         self.sync_index()
-        self.staging.tree = None
+        self.staging.forget(self.git)
         changes = self.changes(commit, self.head)
         restored = [c.path for c in changes if c.status != "added"]
         added = [c.path for c in changes if c.status == "added"]

@@ -215,7 +215,7 @@ def bring_home(rundir: Path, remote: str, ref: str) -> None:
     # run.json is replaced last and whole, still saying the loop runs on Temporal: a coordinator killed meanwhile
     # leaves a run that `resume` refuses to run beside its workflow.
     arrived = json.loads(repo.run("cat-file", "blob", f"{commit}:run.json").stdout or b"{}")
-    marked = {key: record[key] for key in ("temporal",) if key in record}
+    marked = {"temporal": record["temporal"]} if "temporal" in record else {}
     transport.clear_records(rundir, keep=("run.json",))
     transport.unpack(repo, commit, rundir, but=("run.json",))
     Git(rundir / "workspace").run("reset", "--hard", "-q", head)
